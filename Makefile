@@ -1,0 +1,74 @@
+# sglang-gemma4: the pinned sglang release (upstream.toml) + patches/series -> a patched sglang.
+#
+#   make            apply + build: work/sglang (git, one commit per patch) and dist/*.whl
+#   make test       lint, series checks, tool tests and every patch's CPU tests
+#   make help       everything else
+
+PYTHON ?= python3
+VENV := .venv
+TOOLS := $(VENV)/bin/sglang-gemma4
+TEST_VENV := .venv-test
+TEST_PY := $(TEST_VENV)/bin/python
+APPLY_FLAGS := $(if $(FORCE),--force,)
+
+.DEFAULT_GOAL := all
+.PHONY: all help fetch apply build status version lint readme refresh new rebase test verify-tests clean-work clean
+
+all: apply build  ## the main job: apply the series and build the patched wheel
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
+
+$(VENV)/.stamp: python/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -e python/
+	touch $@
+
+$(TEST_VENV)/.stamp: test/requirements-cpu.txt python/pyproject.toml
+	$(PYTHON) -m venv $(TEST_VENV)
+	$(TEST_VENV)/bin/pip install -q -r test/requirements-cpu.txt
+	$(TEST_VENV)/bin/pip install -q -e python/
+	touch $@
+
+fetch: $(VENV)/.stamp  ## download the pinned wheels, verify their sha256
+	$(TOOLS) fetch
+
+apply: fetch  ## work/sglang = pristine base + one commit per patch (FORCE=1 stashes local edits)
+	$(TOOLS) apply $(APPLY_FLAGS)
+
+build: $(VENV)/.stamp  ## dist/sglang-<ver>+gemma4.<hash>-*.whl (PYTHON_TARGET=3.12 for the GPU host)
+	$(TOOLS) build $(if $(PYTHON_TARGET),--python $(PYTHON_TARGET),)
+
+status: fetch  ## per patch: applies to the pin? applied in work/sglang? upstream status
+	$(TOOLS) status
+
+version: $(VENV)/.stamp  ## print the local version naming this pin + series
+	@$(TOOLS) version
+
+lint: $(VENV)/.stamp  ## check patches/series and every patch header
+	$(TOOLS) lint
+
+readme: $(VENV)/.stamp  ## regenerate the README's patch table from the patch headers
+	$(TOOLS) readme
+
+refresh: $(VENV)/.stamp  ## export work/sglang's commits back into patches/*.patch
+	$(TOOLS) refresh
+
+new: $(VENV)/.stamp  ## NAME=slug SUBJECT="..." : a new patch from uncommitted edits in work/sglang
+	$(TOOLS) new "$(NAME)" --subject "$(SUBJECT)"
+
+rebase: $(VENV)/.stamp  ## TO=0.5.13 : move the series to a newer sglang, with a per-patch report
+	$(TOOLS) rebase --to "$(TO)"
+
+test: $(TEST_VENV)/.stamp apply  ## lint, series and apply checks, tool tests, each patch's CPU tests
+	$(TEST_PY) -m sglang_gemma4 lint
+	$(TEST_PY) -m pytest
+
+verify-tests: $(TEST_VENV)/.stamp apply  ## each patch's tests fail without it and pass with it
+	$(TEST_PY) -m sglang_gemma4 verify-tests --python $(TEST_PY)
+
+clean-work:  ## remove the work tree (refuses nothing: commit or refresh first)
+	rm -rf work/sglang work/sglang.partial
+
+clean:  ## remove everything generated (venvs, cache, work tree, dist)
+	rm -rf $(VENV) $(TEST_VENV) .cache work dist

@@ -1,0 +1,3 @@
+from sglang_gemma4.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,76 @@
+"""Build the patched wheel: the pinned wheel, with the series' files swapped in, repacked by
+`wheel pack --local-version` (which renames the dist-info and rewrites METADATA's Version)."""
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from sglang_gemma4.errors import StackError
+from sglang_gemma4.patchfile import PatchFile
+from sglang_gemma4.pin import Pin, PinnedWheel
+from sglang_gemma4.stackversion import local_version
+from sglang_gemma4.worktree import WorkTree
+
+VERSION_FILE = "sglang/_version.py"  # generated at upstream's build time; names the version
+
+
+def _overlay(work: WorkTree, base: str, head: str, unpacked: Path) -> list[str]:
+    """Copy the files the series changed (base..head) from the work tree into the unpacked wheel."""
+    changed = []
+    for line in work.git.out("diff", "--name-status", "--no-renames", base, head).splitlines():
+        status, repo_path = line.split("\t", 1)
+        if not repo_path.startswith("python/"):
+            raise StackError(f"the series changes {repo_path}, which is outside python/ and not in the wheel")
+        wheel_path = unpacked / repo_path[len("python/"):]
+        if status == "D":
+            wheel_path.unlink()
+        else:
+            wheel_path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(work.path / repo_path, wheel_path)
+        changed.append(f"{status} {repo_path}")
+    return changed
+
+
+def _set_version_file(unpacked: Path, pin: Pin, version: str) -> None:
+    """Make sglang.__version__ report the local version (METADATA is `wheel pack`'s job)."""
+    version_file = unpacked / VERSION_FILE
+    text = version_file.read_text()
+    local = version.split("+", 1)[1]
+    version_tuple = tuple(int(p) for p in pin.version.split(".")) + (local,)
+    text, n_version = re.subn(r"^__version__ = version = .*$", f"__version__ = version = {version!r}",
+                              text, flags=re.M)
+    text, n_tuple = re.subn(r"^__version_tuple__ = version_tuple = .*$",
+                            f"__version_tuple__ = version_tuple = {version_tuple!r}", text, flags=re.M)
+    if (n_version, n_tuple) != (1, 1):
+        raise StackError(f"{VERSION_FILE}: no version assignments to rewrite (upstream changed its format?)")
+    version_file.write_text(text)
+
+
+def build_wheel(work: WorkTree, pin: Pin, wheel: PinnedWheel, wheel_path: Path, patches: list[PatchFile],
+                dist_dir: Path, log=print) -> Path:
+    state = work.require_synced(patches)
+    version = local_version(pin, patches)
+    dist_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "wheel", "unpack", "-d", tmp, str(wheel_path)],
+                       check=True, capture_output=True)
+        unpacked = Path(tmp) / f"{pin.name}-{pin.version}"
+        changed = _overlay(work, state.base, state.head, unpacked)
+        _set_version_file(unpacked, pin, version)
+        out = Path(tmp) / "out"
+        out.mkdir()
+        proc = subprocess.run([sys.executable, "-m", "wheel", "pack", "--local-version", version.split("+", 1)[1],
+                               "-d", str(out), str(unpacked)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise StackError(f"wheel pack failed:\n{proc.stderr.strip()}")
+        (built,) = out.glob("*.whl")
+        target = dist_dir / built.name
+        shutil.move(str(built), target)
+    log(f"build: {len(patches)} patches, {len(changed)} files changed from {wheel.file}")
+    for line in changed:
+        log(f"build:   {line}")
+    log(f"build: wrote {target}")
+    return target

@@ -1,0 +1,63 @@
+"""Published shapes of the Gemma-4 checkpoints (see the shared gemma4-variants note), as the text
+config fields of transformers' Gemma4TextConfig.  Used to write config.json files for tests and
+random-weight checkpoints; no weights are involved here."""
+
+COMMON = {
+    "vocab_size": 262144,
+    "head_dim": 256,
+    "global_head_dim": 512,
+    "rms_norm_eps": 1e-6,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "tie_word_embeddings": True,
+    "final_logit_softcapping": 30.0,
+    "rope_parameters": {
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0},
+    },
+}
+
+VARIANTS = {
+    "e2b": {
+        "hidden_size": 1536, "intermediate_size": 6144, "use_double_wide_mlp": True,
+        "num_hidden_layers": 35, "num_attention_heads": 8, "num_key_value_heads": 1,
+        "sliding_window": 512, "full_attention_every": 5, "num_kv_shared_layers": 20,
+        "hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 262144,
+        "max_position_embeddings": 131072,
+    },
+    "e4b": {
+        "hidden_size": 2560, "intermediate_size": 10240,
+        "num_hidden_layers": 42, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "sliding_window": 512, "full_attention_every": 6, "num_kv_shared_layers": 18,
+        "hidden_size_per_layer_input": 256, "vocab_size_per_layer_input": 262144,
+        "max_position_embeddings": 131072,
+    },
+    "26b-a4b": {
+        "hidden_size": 2816, "intermediate_size": 2112,
+        "num_hidden_layers": 30, "num_attention_heads": 16, "num_key_value_heads": 8,
+        "num_global_key_value_heads": 2, "attention_k_eq_v": True,
+        "sliding_window": 1024, "full_attention_every": 6, "num_kv_shared_layers": 0,
+        "hidden_size_per_layer_input": 0,
+        "enable_moe_block": True, "num_experts": 128, "top_k_experts": 8, "moe_intermediate_size": 704,
+        "max_position_embeddings": 262144,
+    },
+    "31b": {
+        "hidden_size": 5376, "intermediate_size": 21504,
+        "num_hidden_layers": 60, "num_attention_heads": 32, "num_key_value_heads": 16,
+        "num_global_key_value_heads": 4, "attention_k_eq_v": True,
+        "sliding_window": 1024, "full_attention_every": 6, "num_kv_shared_layers": 0,
+        "hidden_size_per_layer_input": 0,
+        "max_position_embeddings": 262144,
+    },
+}
+
+ARCHS = {"causal": "Gemma4ForCausalLM", "conditional": "Gemma4ForConditionalGeneration"}
+
+
+def text_config(variant: str) -> dict:
+    """Gemma4TextConfig fields of `variant`, with its sliding/full layer pattern spelled out."""
+    shape = dict(VARIANTS[variant])
+    every = shape.pop("full_attention_every")
+    layers = shape["num_hidden_layers"]
+    shape["layer_types"] = ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]
+    shape["layer_types"][-1] = "full_attention"  # Gemma-4 always ends on a full-attention layer
+    return {**COMMON, **shape, "model_type": "gemma4_text"}

@@ -1,0 +1,2 @@
+# Importing patched_tree puts the patched sglang first on sys.path before any test imports it.
+import patched_tree  # noqa: F401

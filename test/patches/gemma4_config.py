@@ -1,0 +1,21 @@
+"""config.json-only Gemma-4 checkpoints (no weights) for server-args tests."""
+
+import json
+from pathlib import Path
+
+from sglang_gemma4.variants import ARCHS, text_config
+
+
+def write_config(directory: Path, variant: str, arch: str) -> Path:
+    """Write config.json for `variant` served as `arch` ("causal" or "conditional")."""
+    text = text_config(variant)
+    if arch == "causal":
+        config = {**text, "architectures": [ARCHS[arch]]}
+    else:
+        from transformers.models.gemma4.configuration_gemma4 import Gemma4Config
+
+        config = Gemma4Config(text_config=text).to_dict()
+        config["architectures"] = [ARCHS[arch]]
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(config, indent=1))
+    return directory

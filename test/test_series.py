@@ -1,0 +1,75 @@
+"""The repository's own series: lint-clean, consistent, applies exactly (no offset) to the pin,
+also with quilt and git am; the README's patch table is the one `status --markdown` prints."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sglang_gemma4.cli import README_BEGIN, README_END, Stack, status_markdown
+from sglang_gemma4.layout import Layout
+from sglang_gemma4.lint import lint
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def stack() -> Stack:
+    stack = Stack(Layout(ROOT))
+    if not stack.work.exists():
+        pytest.fail("no work tree: run `make apply` first")
+    return stack
+
+
+def test_lint_is_clean(stack):
+    assert lint(stack.series, ROOT) == []
+
+
+def test_series_applies_exactly_to_the_pin(stack):
+    patches = stack.series.patches()
+    results = stack.work.check_series(stack.work.load_state().base, patches)
+    assert [(r.patch.name, r.verdict) for r in results] == [(p.name, "yes") for p in patches]
+
+
+def pristine_checkout(stack, tmp_path) -> Path:
+    tree = tmp_path / "upstream"
+    stack.work.git.run("worktree", "add", "-q", "--detach", str(tree), stack.work.load_state().base)
+    return tree
+
+
+@pytest.mark.skipif(shutil.which("quilt") is None, reason="quilt is not installed (.ci/run installs it)")
+def test_quilt_push_all(stack, tmp_path):
+    tree = pristine_checkout(stack, tmp_path)
+    try:
+        env = {"QUILT_PATCHES": str(ROOT / "patches"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        proc = subprocess.run(["quilt", "push", "-a", "--fuzz=0"], cwd=tree, env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        for patch in stack.series.patches():
+            for file in patch.files:
+                assert (tree / file).read_text() == (stack.work.path / file).read_text()
+    finally:
+        stack.work.git.run("worktree", "remove", "--force", str(tree))
+
+
+def test_git_am(stack, tmp_path):
+    tree = pristine_checkout(stack, tmp_path)
+    try:
+        patches = stack.series.patches()
+        subprocess.run(["git", "-C", str(tree), "-c", "user.name=CI", "-c", "user.email=ci@localhost", "am", "-q",
+                        *[str(p.path) for p in patches]], check=True, capture_output=True)
+        log = subprocess.run(["git", "-C", str(tree), "log", "--format=%s", f"-{len(patches)}"],
+                             capture_output=True, text=True, check=True).stdout.split("\n")
+        assert log[: len(patches)] == [p.subject for p in reversed(patches)]
+        diff = subprocess.run(["git", "-C", str(tree), "diff", "--stat", "HEAD", stack.work.load_state().head],
+                              capture_output=True, text=True, check=True).stdout
+        assert diff == ""
+    finally:
+        stack.work.git.run("worktree", "remove", "--force", str(tree))
+
+
+def test_readme_patch_table_is_current(stack):
+    readme = (ROOT / "README.md").read_text()
+    assert README_BEGIN in readme and README_END in readme
+    table = readme.split(README_BEGIN, 1)[1].split(README_END, 1)[0].strip()
+    assert table == status_markdown(stack), "README patch table is stale: run `make readme`"

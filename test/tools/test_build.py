@@ -1,0 +1,50 @@
+"""build: an installable wheel of the patched tree, named by the series' local version."""
+
+import subprocess
+import sys
+import zipfile
+
+from sglang_gemma4.stackversion import local_version
+
+
+def test_build_refuses_an_unapplied_or_dirty_tree(checkout, two_patches):
+    proc = checkout.tool("build")
+    assert proc.returncode == 1 and "make apply" in proc.stderr
+    assert checkout.tool("apply").returncode == 0
+    (checkout.layout.work_dir / "python/sglang/version.py").write_text("# edited\n")
+    proc = checkout.tool("build")
+    assert proc.returncode == 1 and "uncommitted changes" in proc.stderr
+
+
+def test_built_wheel_holds_the_patches_and_reports_the_local_version(checkout, two_patches, tmp_path):
+    assert checkout.tool("apply").returncode == 0
+    proc = checkout.tool("build")
+    assert proc.returncode == 0, proc.stderr
+    stack = checkout.stack()
+    version = local_version(stack.pin, stack.series.patches())
+    assert version.startswith("0.5.12+gemma4.g")
+    (wheel,) = checkout.layout.dist_dir.glob("*.whl")
+    assert wheel.name.startswith(f"sglang-{version}-cp311")
+
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        assert zf.read("sglang/srt/server_args.py").decode().splitlines()[19] == "# first patch was here"
+        assert f"sglang-{version}.dist-info/RECORD" in names
+        assert any(n.endswith(".so") for n in names), "compiled modules come from the pinned wheel"
+        assert f"Version: {version}" in zf.read(f"sglang-{version}.dist-info/METADATA").decode()
+
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+                   check=True)
+    probe = ("import importlib.metadata, sglang.version as v; "
+             "print(v.__version__, importlib.metadata.version('sglang'))")
+    out = subprocess.run([sys.executable, "-c", probe], env={"PYTHONPATH": str(target)}, cwd=tmp_path,
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == [version, version]
+
+
+def test_version_changes_with_any_patch_byte(checkout, two_patches):
+    before = checkout.tool("version").stdout.strip()
+    path = checkout.layout.patches_dir / "0010-first.patch"
+    path.write_text(path.read_text().replace("Why: test.", "Why: test!"))
+    assert checkout.tool("version").stdout.strip() != before
