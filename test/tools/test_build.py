@@ -33,14 +33,20 @@ def test_built_wheel_holds_the_patches_and_reports_the_local_version(checkout, t
         assert any(n.endswith(".so") for n in names), "compiled modules come from the pinned wheel"
         assert f"Version: {version}" in zf.read(f"sglang-{version}.dist-info/METADATA").decode()
 
-    target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
-                   check=True)
-    probe = ("import importlib.metadata, sglang.version as v; "
-             "print(v.__version__, importlib.metadata.version('sglang'))")
-    out = subprocess.run([sys.executable, "-c", probe], env={"PYTHONPATH": str(target)}, cwd=tmp_path,
-                         capture_output=True, text=True, check=True).stdout.split()
-    assert out == [version, version]
+    # a fresh venv; sglang's (CUDA-sized) dependencies come from this test environment via a .pth
+    fresh = tmp_path / "fresh"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(fresh)], check=True)
+    fresh_python = fresh / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(fresh_python), "install", "-q", "--no-deps",
+                    str(wheel)], check=True)
+    (site,) = fresh.glob("lib/python*/site-packages")
+    (site / "test-env-deps.pth").write_text("\n".join(p for p in sys.path if p.endswith("site-packages")) + "\n")
+    probe = "import importlib.metadata, sglang; print(sglang.__version__, importlib.metadata.version('sglang'))"
+    proc = subprocess.run([str(fresh_python), "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split()[-2:] == [version, version]
+    assert "fresh" in subprocess.run([str(fresh_python), "-c", "import sglang; print(sglang.__file__)"],
+                                     cwd=tmp_path, capture_output=True, text=True).stdout
 
 
 def test_version_changes_with_any_patch_byte(checkout, two_patches):
