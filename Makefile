@@ -12,7 +12,7 @@ TEST_PY := $(TEST_VENV)/bin/python
 APPLY_FLAGS := $(if $(FORCE),--force,)
 
 .DEFAULT_GOAL := all
-.PHONY: all help fetch apply build status version lint readme refresh new rebase test verify-tests clean-work clean
+.PHONY: all help fetch apply build status version lint readme refresh new rebase test verify-tests bundle clean-work clean
 
 all: apply build  ## the main job: apply the series and build the patched wheel
 
@@ -59,6 +59,9 @@ new: $(VENV)/.stamp  ## NAME=slug SUBJECT="..." : a new patch from uncommitted e
 
 rebase: $(VENV)/.stamp  ## TO=0.5.13 : move the series to a newer sglang, with a per-patch report
 	$(TOOLS) rebase --to "$(TO)"
+
+bundle: apply  ## dist/bundle/: offline archive for the GPU host (scripts/gpu/setup.sh installs it)
+	$(TOOLS) bundle
 
 test: $(TEST_VENV)/.stamp apply  ## lint, series and apply checks, tool tests, each patch's CPU tests
 	$(TEST_PY) -m sglang_gemma4 lint

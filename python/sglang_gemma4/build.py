@@ -34,10 +34,8 @@ def _overlay(work: WorkTree, base: str, head: str, unpacked: Path) -> list[str]:
     return changed
 
 
-def _set_version_file(unpacked: Path, pin: Pin, version: str) -> None:
-    """Make sglang.__version__ report the local version (METADATA is `wheel pack`'s job)."""
-    version_file = unpacked / VERSION_FILE
-    text = version_file.read_text()
+def version_file_text(text: str, pin: Pin, version: str) -> str:
+    """sglang/_version.py rewritten so that sglang.__version__ reports `version`."""
     local = version.split("+", 1)[1]
     version_tuple = tuple(int(p) for p in pin.version.split(".")) + (local,)
     text, n_version = re.subn(r"^__version__ = version = .*$", f"__version__ = version = {version!r}",
@@ -46,7 +44,7 @@ def _set_version_file(unpacked: Path, pin: Pin, version: str) -> None:
                             f"__version_tuple__ = version_tuple = {version_tuple!r}", text, flags=re.M)
     if (n_version, n_tuple) != (1, 1):
         raise StackError(f"{VERSION_FILE}: no version assignments to rewrite (upstream changed its format?)")
-    version_file.write_text(text)
+    return text
 
 
 def build_wheel(work: WorkTree, pin: Pin, wheel: PinnedWheel, wheel_path: Path, patches: list[PatchFile],
@@ -59,7 +57,8 @@ def build_wheel(work: WorkTree, pin: Pin, wheel: PinnedWheel, wheel_path: Path, 
                        check=True, capture_output=True)
         unpacked = Path(tmp) / f"{pin.name}-{pin.version}"
         changed = _overlay(work, state.base, state.head, unpacked)
-        _set_version_file(unpacked, pin, version)
+        version_file = unpacked / VERSION_FILE
+        version_file.write_text(version_file_text(version_file.read_text(), pin, version))
         out = Path(tmp) / "out"
         out.mkdir()
         proc = subprocess.run([sys.executable, "-m", "wheel", "pack", "--local-version", version.split("+", 1)[1],

@@ -11,6 +11,8 @@
   verify-tests  prove each patch's tests fail without it and pass with it
   version       print the local version that names the current series
   readme        rewrite the patch table in README.md
+  checkpoint    write a Gemma-4-shaped checkpoint (real shapes; random or no weights)
+  bundle        an offline install archive (pristine + patched overlay + deps) for a GPU host
 """
 
 import argparse
@@ -19,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sglang_gemma4 import export, lint, rebase, verify
+from sglang_gemma4 import bundle, export, lint, rebase, verify
 from sglang_gemma4.build import build_wheel
 from sglang_gemma4.errors import StackError
 from sglang_gemma4.fetch import download_release, fetch_all, fetch_wheel
@@ -27,6 +29,7 @@ from sglang_gemma4.layout import Layout
 from sglang_gemma4.pin import Pin
 from sglang_gemma4.series import Series
 from sglang_gemma4.stackversion import local_version
+from sglang_gemma4.variants import ARCHS, VARIANTS
 from sglang_gemma4.worktree import WorkTree
 
 
@@ -150,6 +153,19 @@ def cmd_verify_tests(stack: Stack, args) -> int:
     return 0 if ok else 1
 
 
+def cmd_bundle(stack: Stack, args) -> int:
+    bundle.build_bundle(stack.layout, Path(args.target), stack.layout.dist_dir / "bundle")
+    return 0
+
+
+def cmd_checkpoint(stack: Stack, args) -> int:
+    from sglang_gemma4.checkpoint import write_checkpoint
+
+    write_checkpoint(args.variant, Path(args.out), layers=args.layers, arch=args.arch, weights=args.weights,
+                     seed=args.seed, repo_root=stack.layout.root)
+    return 0
+
+
 def cmd_version(stack: Stack, args) -> int:
     print(local_version(stack.pin, stack.series.patches()))
     return 0
@@ -187,6 +203,18 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify-tests", help="each patch's tests fail without it and pass with it")
     v.add_argument("--python", default=sys.executable, help="interpreter with the test requirements")
     v.set_defaults(run=cmd_verify_tests)
+    bn = sub.add_parser("bundle", help="offline install archive for a GPU host (dist/bundle/*.part-NN)")
+    bn.add_argument("--target", default="scripts/gpu/target-hopper-py312.toml", help="the host's description")
+    bn.set_defaults(run=cmd_bundle)
+    c = sub.add_parser("checkpoint", help="a Gemma-4-shaped checkpoint (config, tokenizer, random or no weights)")
+    c.add_argument("--variant", required=True, choices=sorted(VARIANTS))
+    c.add_argument("--layers", type=int, help="fewer layers, keeping the variant's features")
+    c.add_argument("--arch", choices=sorted(ARCHS), default="causal", help="text-only or multimodal architecture")
+    c.add_argument("--weights", choices=["random", "none"], default="none",
+                   help="random: safetensors with O(1) activations; none: serve with --load-format dummy")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--out", required=True)
+    c.set_defaults(run=cmd_checkpoint)
     sub.add_parser("version", help="print the local version naming this series").set_defaults(run=cmd_version)
     return p
 

@@ -1,0 +1,1 @@
+"""GPU-side harness: start and stop servers of either build, smoke checks, benchmarks."""

@@ -1,0 +1,90 @@
+"""One sglang server of a chosen build (pristine or patched), started through the launch preset
+and stopped with its whole process group, its log kept."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+LAUNCH = REPO / "scripts" / "launch_gemma4.sh"
+
+
+def http(method: str, url: str, payload: dict | None = None, timeout: float = 120) -> tuple[int, str]:
+    data = json.dumps(payload).encode() if payload is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+
+
+@dataclass
+class Server:
+    variant: str
+    build: str  # "pristine" | "patched": which env-<build>.sh of the installed bundle
+    log_path: Path
+    model: str | None = None
+    port: int = 30000
+    extra: list[str] = field(default_factory=list)
+    env: dict = field(default_factory=dict)
+    process: subprocess.Popen | None = None
+    ready_s: float | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 540) -> "Server":
+        prefix = os.environ.get("SGLANG_GEMMA4_PREFIX", "/tmp/sglang-gemma4")
+        args = [str(LAUNCH), self.variant, "--port", str(self.port)]
+        if self.model:
+            args += ["--model", self.model]
+        command = f". {prefix}/env-{self.build}.sh && exec {' '.join(args)} -- {' '.join(self.extra)}"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "w")
+        started = time.monotonic()
+        self.process = subprocess.Popen(["bash", "-c", command], stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True, cwd=REPO, env={**os.environ, **self.env})
+        while time.monotonic() - started < timeout:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.variant}/{self.build} server exited ({self.process.returncode}); "
+                                   f"log: {self.log_path}\n{self.tail()}")
+            try:
+                status, _ = http("GET", f"{self.url}/health_generate", timeout=5)
+                if status == 200:
+                    self.ready_s = time.monotonic() - started
+                    return self
+            except OSError:
+                pass
+            time.sleep(2)
+        self.stop()
+        raise RuntimeError(f"{self.variant}/{self.build} server not ready after {timeout} s\n{self.tail()}")
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+    def tail(self, lines: int = 30) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:]) if self.log_path.exists() else ""
+
+    def server_info(self) -> dict:
+        status, body = http("GET", f"{self.url}/get_server_info")
+        return json.loads(body) if status == 200 else {}
+
+    def __enter__(self) -> "Server":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

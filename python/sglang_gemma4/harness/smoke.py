@@ -1,0 +1,75 @@
+"""Smoke check: each variant's server comes up, answers /generate and /v1/chat/completions.
+
+    python -m sglang_gemma4.harness.smoke --out DIR [--build pristine|patched] [--variants ...] [-- extra flags]
+
+Writes DIR/smoke.jsonl (one record per server) and DIR/<variant>-<build>.log; prints a table.
+"""
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sglang_gemma4.harness.server import Server, http
+
+POOL = re.compile(r"(full_layer_tokens|swa_layer_tokens|max_total_num_tokens)=(\d+)")
+
+
+def pool_sizes(log: str) -> dict:
+    return {name: int(value) for name, value in POOL.findall(log)}
+
+
+def check(server: Server) -> dict:
+    record = {"variant": server.variant, "build": server.build, "ready_s": round(server.ready_s or 0, 1)}
+    t = time.monotonic()
+    status, body = http("POST", f"{server.url}/generate",
+                        {"text": "The quick brown fox", "sampling_params": {"max_new_tokens": 16, "temperature": 0}})
+    record["generate"] = status
+    record["generate_tokens"] = json.loads(body).get("meta_info", {}).get("completion_tokens") if status == 200 else body[:300]
+    status, body = http("POST", f"{server.url}/v1/chat/completions",
+                        {"model": "default", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16})
+    record["chat"] = status
+    record["chat_tokens"] = json.loads(body).get("usage", {}).get("completion_tokens") if status == 200 else body[:300]
+    record["requests_s"] = round(time.monotonic() - t, 2)
+    record.update(pool_sizes(server.log_path.read_text(errors="replace")))
+    return record
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--build", default="patched", choices=["pristine", "patched"])
+    parser.add_argument("--variants", nargs="+", default=["e2b", "e4b", "26b-a4b", "31b"])
+    parser.add_argument("--bad-input", metavar="VARIANT", help="also run the bad-input cases on this variant")
+    parser.add_argument("extra", nargs="*", help="launch_server flags after --")
+    args = parser.parse_args()
+    out = Path(args.out)
+    records = []
+    for variant in args.variants:
+        server = Server(variant, args.build, out / f"{variant}-{args.build}.log", extra=args.extra)
+        try:
+            with server:
+                record = check(server)
+                if variant == args.bad_input:
+                    record["bad_input_rc"] = subprocess.run(
+                        [sys.executable, "-m", "sglang_gemma4.harness.bad_input", "--url", server.url,
+                         "--out", str(out / "bad-input")]).returncode
+        except RuntimeError as e:
+            record = {"variant": variant, "build": args.build, "error": str(e)[-1500:]}
+        records.append(record)
+        with open(out / "smoke.jsonl", "a") as f:
+            f.write(json.dumps(record) + "\n")
+        print(json.dumps(record), flush=True)
+    print("\n| variant | build | ready s | /generate | chat | full pool | swa pool |\n|---|---|---|---|---|---|---|")
+    for r in records:
+        print(f"| {r['variant']} | {r['build']} | {r.get('ready_s', 'FAIL')} | {r.get('generate', '-')} "
+              f"({r.get('generate_tokens', '-')}) | {r.get('chat', '-')} | {r.get('full_layer_tokens', '-')} | "
+              f"{r.get('swa_layer_tokens', '-')} |")
+    return 0 if all(r.get("generate") == 200 and r.get("chat") == 200 for r in records) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,95 @@
+"""The checkpoint generator: real shapes, features kept with fewer layers, a tokenizer whose every
+id decodes to text, deterministic O(1)-activation random weights."""
+
+import json
+
+import pytest
+import torch
+
+from sglang_gemma4.checkpoint import (SPECIALS, build_tokenizer, hf_model, hidden_rms, init_random_, reduced_text_config,
+                                      sglang_text_config, write_checkpoint)
+from sglang_gemma4.variants import VARIANTS, text_config
+
+PUBLISHED = {  # variant: (hidden, layers, heads, kv heads, kv-shared, PLE, experts)
+    "e2b": (1536, 35, 8, 1, 20, 256, None),
+    "e4b": (2560, 42, 8, 2, 18, 256, None),
+    "26b-a4b": (2816, 30, 16, 8, 0, 0, 128),
+    "31b": (5376, 60, 32, 16, 0, 0, None),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_full_configs_have_the_published_shapes(variant):
+    c = text_config(variant)
+    assert (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"],
+            c["num_kv_shared_layers"], c["hidden_size_per_layer_input"], c.get("num_experts")) == PUBLISHED[variant]
+    assert c["vocab_size"] == 262144 and c["head_dim"] == 256 and c["global_head_dim"] == 512
+    assert len(c["layer_types"]) == c["num_hidden_layers"] and c["layer_types"][-1] == "full_attention"
+
+
+@pytest.mark.parametrize("variant, layers", [("e2b", 10), ("e4b", 12), ("26b-a4b", 6), ("31b", 6)])
+def test_fewer_layers_keep_the_features(variant, layers):
+    full, small = text_config(variant), reduced_text_config(variant, layers)
+    assert small["num_hidden_layers"] == len(small["layer_types"]) == layers
+    assert {"sliding_attention", "full_attention"} <= set(small["layer_types"])
+    assert small["layer_types"][-1] == "full_attention"
+    for key in ("hidden_size", "hidden_size_per_layer_input", "num_experts", "attention_k_eq_v", "vocab_size"):
+        assert small.get(key) == full.get(key)
+    assert (small["num_kv_shared_layers"] > 0) == (full["num_kv_shared_layers"] > 0)
+
+
+def test_sglang_text_config_puts_full_attention_in_the_base_fields():
+    c = sglang_text_config(text_config("26b-a4b"))
+    assert (c["head_dim"], c["num_key_value_heads"], c["swa_head_dim"], c["swa_num_key_value_heads"]) == (512, 2, 256, 8)
+    assert c["v_head_dim"] == 512 and c["swa_v_head_dim"] == 256
+
+
+def test_tokenizer_decodes_every_id_to_text():
+    tokenizer = build_tokenizer(["hello gemma world " * 50, "def f(x): return x + 1\n" * 50], vocab_size=20000)
+    assert tokenizer.get_vocab_size() == 20000
+    specials = set(SPECIALS.values())
+    assert all(tokenizer.decode([i]) != "" for i in range(20000) if i not in specials)
+    assert tokenizer.decode(tokenizer.encode("hello gemma world").ids) == "hello gemma world"
+
+
+def test_checkpoint_without_weights(tmp_path):
+    report = write_checkpoint("e4b", tmp_path / "ck", layers=12, weights="none", repo_root=tmp_path, log=lambda *_: None)
+    config = json.loads((tmp_path / "ck" / "config.json").read_text())
+    assert config["architectures"] == ["Gemma4ForCausalLM"] and config["num_hidden_layers"] == 12
+    assert report["num_kv_shared_layers"] == config["num_kv_shared_layers"] > 0
+    assert not list((tmp_path / "ck").glob("*.safetensors"))
+    assert json.loads((tmp_path / "ck" / "tokenizer_config.json").read_text())["chat_template"]
+
+
+def tiny(variant: str) -> dict:
+    """The variant's structure at toy width, for weight-init checks on CPU."""
+    c = reduced_text_config(variant, 6 if variant.startswith("e") else 4)
+    c.update(hidden_size=64, intermediate_size=128, vocab_size=512, head_dim=16, global_head_dim=32,
+             num_attention_heads=4, num_key_value_heads=2, vocab_size_per_layer_input=512)
+    if c.get("hidden_size_per_layer_input"):
+        c["hidden_size_per_layer_input"] = 16
+    if c.get("num_global_key_value_heads"):
+        c["num_global_key_value_heads"] = 1
+    if c.get("enable_moe_block"):
+        c.update(num_experts=8, top_k_experts=2, moe_intermediate_size=32)
+    return c
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_random_weights_keep_activations_order_one(variant):
+    model = hf_model(tiny(variant), "causal")
+    init_random_(model, seed=3)
+    rms = hidden_rms(model, torch.randint(5, 512, (2, 40), generator=torch.Generator().manual_seed(0)))
+    assert len(rms) == model.config.num_hidden_layers + 1
+    assert all(0.3 < r < 30 for r in rms), rms
+
+
+def test_random_weights_are_deterministic_per_seed():
+    def weights(seed):
+        model = hf_model(tiny("26b-a4b"), "causal")
+        init_random_(model, seed)
+        return {k: v.clone() for k, v in model.state_dict().items()}
+
+    a, b, c = weights(1), weights(1), weights(2)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert any(not torch.equal(a[k], c[k]) for k in a if a[k].is_floating_point() and a[k].numel() > 1)
