@@ -242,7 +242,7 @@ def overlay_files(work: WorkTree, base: str, head: str, pin: Pin, version: str) 
 
 def write_parts(archive: bytes, out_dir: Path, stem: str) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    for old in out_dir.glob(f"{stem}.tar.xz.part-*"):
+    for old in out_dir.glob("*.tar.xz.part-*"):  # one bundle per folder: setup.sh joins every part
         old.unlink()
     parts = []
     for i in range(0, len(archive), PART_SIZE):

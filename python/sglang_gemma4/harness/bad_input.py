@@ -7,19 +7,19 @@ Writes DIR/bad_input.jsonl and DIR/bad_input.md.  Bounded: one request per case,
 """
 
 import argparse
-import http.client
+import http.client as httpclient
 import json
 import socket
 import time
 import urllib.parse
 from pathlib import Path
 
-from sglang_gemma4.harness.server import http
+from sglang_gemma4.harness.server import Server, http
 
 
 def raw_post(url: str, path: str, body: bytes, timeout: float = 60) -> tuple[int, str]:
     parts = urllib.parse.urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    connection = httpclient.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     connection.request("POST", path, body=body, headers={"Content-Type": "application/json"})
     response = connection.getresponse()
     return response.status, response.read().decode(errors="replace")
@@ -76,12 +76,23 @@ def good_request(url: str) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default="http://127.0.0.1:30000")
+    parser.add_argument("--start", metavar="VARIANT", help="start this variant's patched server (dummy weights) first")
     parser.add_argument("--out", required=True)
     parser.add_argument("--vocab", type=int, default=262144)
     parser.add_argument("--context", type=int, default=32768)
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.start:
+        # Request validation does not depend on CUDA graphs: skip their capture for a quick start.
+        with Server(args.start, "patched", out / f"{args.start}-patched.log",
+                    extra=["--disable-cuda-graph", "--disable-piecewise-cuda-graph"]) as server:
+            args.url = server.url
+            return run(args, out)
+    return run(args, out)
+
+
+def run(args, out: Path) -> int:
     rows = []
     all_cases = cases(args.vocab, args.context) + [("stream aborted by the client", "/generate", None)]
     for name, path, payload in all_cases:

@@ -8,8 +8,6 @@ Writes DIR/smoke.jsonl (one record per server) and DIR/<variant>-<build>.log; pr
 import argparse
 import json
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -43,7 +41,6 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--build", default="patched", choices=["pristine", "patched"])
     parser.add_argument("--variants", nargs="+", default=["e2b", "e4b", "26b-a4b", "31b"])
-    parser.add_argument("--bad-input", metavar="VARIANT", help="also run the bad-input cases on this variant")
     parser.add_argument("extra", nargs="*", help="launch_server flags after --")
     args = parser.parse_args()
     out = Path(args.out)
@@ -53,10 +50,6 @@ def main() -> int:
         try:
             with server:
                 record = check(server)
-                if variant == args.bad_input:
-                    record["bad_input_rc"] = subprocess.run(
-                        [sys.executable, "-m", "sglang_gemma4.harness.bad_input", "--url", server.url,
-                         "--out", str(out / "bad-input")]).returncode
         except RuntimeError as e:
             record = {"variant": variant, "build": args.build, "error": str(e)[-1500:]}
         records.append(record)
