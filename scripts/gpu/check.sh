@@ -8,7 +8,7 @@
 #   bad-input    malformed and hostile requests against a server (default variant e2b)
 #   parity       reduced-layer random-weight checkpoints: pristine and patched vs transformers
 #                (default all four variants; e.g. parity:e2b,e4b)
-#   repro:NAME   crash_repro/NAME/repro.py against the pristine and the patched build
+#   repro        each crash_repro case (or repro:NAME) against the pristine and the patched build
 #   baseline     pristine 0.5.12 benchmarks: chat 1000/1000, summarization 8000/1000, batch-1
 #                decode (default variant 26b-a4b; e.g. baseline:e4b)
 #
@@ -30,20 +30,27 @@ bash scripts/gpu/setup.sh dist/bundle 2>&1 | tee "$OUT/setup.log"
 export PYTHONPATH=$PWD/python:$PYTHONPATH
 # Small capture sets keep each server start short; the benches below use the preset's.
 SMOKE_FLAGS=(--cuda-graph-max-bs 8 --piecewise-cuda-graph-max-tokens 512)
+status=0  # a failing stage is reported, and the next stage still runs
 for arg in "$@"; do
   stage=${arg%%:*}
   variants=$( [ "$arg" != "$stage" ] && echo "${arg#*:}" | tr ',' ' ' || true)
   case "$stage" in
     smoke) python3 -m sglang_gemma4.harness.smoke --out "$OUT/smoke" --build patched \
-             --variants ${variants:-26b-a4b e4b 31b e2b} -- "${SMOKE_FLAGS[@]}" ;;
-    bad-input) python3 -m sglang_gemma4.harness.bad_input --start "${variants:-e2b}" --out "$OUT/bad-input" ;;
-    parity) python3 -m sglang_gemma4.harness.parity --out "$OUT/parity" --variants ${variants:-e2b e4b 26b-a4b 31b} ;;
-    repro) for build in pristine patched; do  # crash_repro/<name>/repro.py on both builds
-             python3 "crash_repro/${variants}/repro.py" --build "$build" --out "$OUT/repro-$variants" || true
+             --variants ${variants:-26b-a4b e4b 31b e2b} -- "${SMOKE_FLAGS[@]}" || status=1 ;;
+    bad-input) python3 -m sglang_gemma4.harness.bad_input --start "${variants:-e2b}" --out "$OUT/bad-input" || status=1 ;;
+    parity) python3 -m sglang_gemma4.harness.parity --out "$OUT/parity" --variants ${variants:-e2b e4b 26b-a4b 31b} \
+              || status=1 ;;
+    repro) for case in ${variants:-out-of-vocab-input-ids nan-temperature}; do
+             for build in pristine patched; do
+               # the pristine build is expected to crash: only the patched one must survive
+               python3 -m sglang_gemma4.harness.repro --case "$case" --build "$build" --out "$OUT/repro" ||
+                 { [ "$build" = pristine ] || status=1; }
+             done
            done ;;
     baseline) for v in ${variants:-26b-a4b}; do
-                python3 -m sglang_gemma4.harness.bench --variant "$v" --builds pristine --out "$OUT/baseline-$v"
+                python3 -m sglang_gemma4.harness.bench --variant "$v" --builds pristine --out "$OUT/baseline-$v" || status=1
               done ;;
     *) echo "check: unknown stage $stage" >&2; exit 2 ;;
   esac
 done
+exit $status
