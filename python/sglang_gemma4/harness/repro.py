@@ -20,6 +20,8 @@ CASES = {  # name: raw /generate body (bytes, so that non-standard JSON such as 
     "out-of-vocab-input-ids": json.dumps({"input_ids": [2, 100, VOCAB + 7],
                                           "sampling_params": {"max_new_tokens": 4}}).encode(),
     "nan-temperature": b'{"text": "hi", "sampling_params": {"temperature": NaN, "max_new_tokens": 4}}',
+    "huge-top-logprobs": json.dumps({"text": "hi", "return_logprob": True, "top_logprobs_num": 10**6,
+                                     "sampling_params": {"max_new_tokens": 4}}).encode(),
 }
 
 

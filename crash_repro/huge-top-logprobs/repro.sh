@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Reproduce on a GPU host with the bundle installed (scripts/gpu/setup.sh); see TRIAGE_REPORT.md.
+#   crash_repro/huge-top-logprobs/repro.sh pristine|patched OUT_DIR
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. "${PREFIX:-/tmp/sglang-gemma4}/env-pristine.sh"
+PYTHONPATH=$PWD/python:$PYTHONPATH exec python3 -m sglang_gemma4.harness.repro --case huge-top-logprobs --build "$1" --out "$2"
