@@ -40,6 +40,10 @@ def run_workload(server: Server, name: str, tokenizer: str, out: Path) -> dict:
     with open(out / f"{server.variant}-{server.build}-{name}.client.log", "w") as log:
         subprocess.run(["bash", "-c", command], stdout=log, stderr=subprocess.STDOUT, check=True)
     record = json.loads(raw.read_text().splitlines()[-1])
+    if not record.get("total_output_tokens_retokenized"):
+        # Streamed text that decodes to nothing makes TTFT and ITL read 0: refuse such a run.
+        raise RuntimeError(f"{name}: the streamed output decoded to no text (retokenized tokens = 0); "
+                           f"its latencies are meaningless. Client log: {raw.with_suffix('.client.log')}")
     record.update(build=server.build, variant=server.variant, workload=name, command=command,
                   **pool_sizes(server.log_path.read_text(errors="replace")))
     return record
