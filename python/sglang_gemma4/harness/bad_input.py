@@ -14,7 +14,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from sglang_gemma4.harness.server import Server, http
+from sglang_gemma4.harness.server import Server, http_json
 
 
 def raw_post(url: str, path: str, body: bytes, timeout: float = 60) -> tuple[int, str]:
@@ -69,7 +69,7 @@ def cases(vocab: int, context: int) -> list[tuple[str, str, object]]:
 
 
 def good_request(url: str) -> bool:
-    status, _ = http("POST", f"{url}/generate", {"text": "ok", "sampling_params": {"max_new_tokens": 4}}, timeout=60)
+    status, _ = http_json("POST", f"{url}/generate", {"text": "ok", "sampling_params": {"max_new_tokens": 4}}, timeout=60)
     return status == 200
 
 
@@ -103,7 +103,7 @@ def run(args, out: Path) -> int:
             elif isinstance(payload, bytes):
                 status, body = raw_post(args.url, path, payload)
             else:
-                status, body = http("POST", f"{args.url}{path}", payload, timeout=60)
+                status, body = http_json("POST", f"{args.url}{path}", payload, timeout=60)
         except OSError as e:
             status, body = 0, f"{type(e).__name__}: {e}"
         alive = good_request(args.url)

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 from sglang_gemma4.checkpoint import hf_config, reduced_text_config, write_checkpoint
-from sglang_gemma4.harness.server import Server, http
+from sglang_gemma4.harness.server import Server, http_json
 
 LAYERS = {"e2b": 8, "e4b": 8, "26b-a4b": 4, "31b": 4}
 TOP = 20
@@ -59,7 +59,7 @@ def reference(model_dir: Path, text: dict, batch: list[list[int]]) -> list[dict]
 
 
 def served(server: Server, batch: list[list[int]]) -> list[dict]:
-    status, body = http("POST", f"{server.url}/generate", {
+    status, body = http_json("POST", f"{server.url}/generate", {
         "input_ids": batch, "return_logprob": True, "top_logprobs_num": TOP, "logprob_start_len": -1,
         "sampling_params": [{"max_new_tokens": 1, "temperature": 0} for _ in batch]}, timeout=600)
     if status != 200:

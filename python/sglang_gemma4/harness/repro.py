@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from sglang_gemma4.harness.bad_input import raw_post
-from sglang_gemma4.harness.server import Server, http
+from sglang_gemma4.harness.server import Server, http_json
 
 VOCAB = 262144
 CASES = {  # name: raw /generate body (bytes, so that non-standard JSON such as NaN goes as sent)
@@ -41,7 +41,7 @@ def main() -> int:
             status, body = 0, repr(e)
         time.sleep(3)  # a device-side assert surfaces asynchronously
         try:
-            alive, _ = http("POST", f"{server.url}/generate", {"text": "still there?",
+            alive, _ = http_json("POST", f"{server.url}/generate", {"text": "still there?",
                                                                "sampling_params": {"max_new_tokens": 4}}, timeout=30)
         except OSError:
             alive = 0

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[3]
 LAUNCH = REPO / "scripts" / "launch_gemma4.sh"
 
 
-def http(method: str, url: str, payload: dict | None = None, timeout: float = 120) -> tuple[int, str]:
+def http_json(method: str, url: str, payload: dict | None = None, timeout: float = 120) -> tuple[int, str]:
     data = json.dumps(payload).encode() if payload is not None else None
     request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
     try:
@@ -57,7 +57,7 @@ class Server:
                 raise RuntimeError(f"{self.variant}/{self.build} server exited ({self.process.returncode}); "
                                    f"log: {self.log_path}\n{self.tail()}")
             try:
-                status, _ = http("GET", f"{self.url}/health_generate", timeout=5)
+                status, _ = http_json("GET", f"{self.url}/health_generate", timeout=5)
                 if status == 200:
                     self.ready_s = time.monotonic() - started
                     return self
@@ -80,7 +80,7 @@ class Server:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:]) if self.log_path.exists() else ""
 
     def server_info(self) -> dict:
-        status, body = http("GET", f"{self.url}/get_server_info")
+        status, body = http_json("GET", f"{self.url}/get_server_info")
         return json.loads(body) if status == 200 else {}
 
     def __enter__(self) -> "Server":

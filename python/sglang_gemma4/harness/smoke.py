@@ -11,7 +11,7 @@ import re
 import time
 from pathlib import Path
 
-from sglang_gemma4.harness.server import Server, http
+from sglang_gemma4.harness.server import Server, http_json
 
 POOL = re.compile(r"(full_layer_tokens|swa_layer_tokens|max_total_num_tokens)=(\d+)")
 
@@ -23,11 +23,11 @@ def pool_sizes(log: str) -> dict:
 def check(server: Server) -> dict:
     record = {"variant": server.variant, "build": server.build, "ready_s": round(server.ready_s or 0, 1)}
     t = time.monotonic()
-    status, body = http("POST", f"{server.url}/generate",
+    status, body = http_json("POST", f"{server.url}/generate",
                         {"text": "The quick brown fox", "sampling_params": {"max_new_tokens": 16, "temperature": 0}})
     record["generate"] = status
     record["generate_tokens"] = json.loads(body).get("meta_info", {}).get("completion_tokens") if status == 200 else body[:300]
-    status, body = http("POST", f"{server.url}/v1/chat/completions",
+    status, body = http_json("POST", f"{server.url}/v1/chat/completions",
                         {"model": "default", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16})
     record["chat"] = status
     record["chat_tokens"] = json.loads(body).get("usage", {}).get("completion_tokens") if status == 200 else body[:300]
