@@ -17,21 +17,31 @@ from sglang_gemma4.worktree import WorkTree
 VERSION_FILE = "sglang/_version.py"  # generated at upstream's build time; names the version
 
 
-def _overlay(work: WorkTree, base: str, head: str, unpacked: Path) -> list[str]:
-    """Copy the files the series changed (base..head) from the work tree into the unpacked wheel."""
-    changed = []
+def series_changes(work: WorkTree, base: str, head: str) -> dict[str, bytes | None]:
+    """The files the series changed (base..head), keyed by their path inside the wheel (sglang/...):
+    their bytes at head, read from the work tree (callers require it synced), or None if deleted."""
+    changes = {}
     for line in work.git.out("diff", "--name-status", "--no-renames", base, head).splitlines():
         status, repo_path = line.split("\t", 1)
         if not repo_path.startswith("python/"):
             raise StackError(f"the series changes {repo_path}, which is outside python/ and not in the wheel")
-        wheel_path = unpacked / repo_path[len("python/"):]
-        if status == "D":
+        changes[repo_path[len("python/"):]] = None if status == "D" else (work.path / repo_path).read_bytes()
+    return changes
+
+
+def _overlay(changes: dict[str, bytes | None], unpacked: Path) -> list[str]:
+    """Write the series' changes into the unpacked wheel; one `A|M|D path` line each."""
+    done = []
+    for rel, data in changes.items():
+        wheel_path = unpacked / rel
+        status = "D" if data is None else "M" if wheel_path.exists() else "A"
+        if data is None:
             wheel_path.unlink()
         else:
             wheel_path.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(work.path / repo_path, wheel_path)
-        changed.append(f"{status} {repo_path}")
-    return changed
+            wheel_path.write_bytes(data)
+        done.append(f"{status} python/{rel}")
+    return done
 
 
 def version_file_text(text: str, pin: Pin, version: str) -> str:
@@ -56,7 +66,7 @@ def build_wheel(work: WorkTree, pin: Pin, wheel: PinnedWheel, wheel_path: Path, 
         subprocess.run([sys.executable, "-m", "wheel", "unpack", "-d", tmp, str(wheel_path)],
                        check=True, capture_output=True)
         unpacked = Path(tmp) / f"{pin.name}-{pin.version}"
-        changed = _overlay(work, state.base, state.head, unpacked)
+        changed = _overlay(series_changes(work, state.base, state.head), unpacked)
         version_file = unpacked / VERSION_FILE
         version_file.write_text(version_file_text(version_file.read_text(), pin, version))
         out = Path(tmp) / "out"

@@ -1,8 +1,9 @@
 """An offline install bundle for a GPU host with no network (`make bundle`).
 
 It holds the pinned sglang wheel for the target's Python (pristine), the series' changed files as
-a separate overlay (so one GPU session can serve both builds, for A/B), and every wheel the server needs at import and launch that the target lacks, resolved by pip for
-the target's Python and platform rather than for the build machine.  The archive is split into
+a separate overlay (so one GPU session can serve both builds, for A/B), and every wheel the
+server needs at import and launch that the target lacks, resolved by pip for the target's Python
+and platform rather than for the build machine.  The archive is split into
 parts small enough to travel; scripts/gpu/setup.sh installs it there.
 """
 
@@ -16,6 +17,7 @@ import sys
 import tarfile
 import tempfile
 import tomllib
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from sglang_gemma4.build import VERSION_FILE, version_file_text
+from sglang_gemma4.build import VERSION_FILE, series_changes, version_file_text
 from sglang_gemma4.errors import StackError
 from sglang_gemma4.fetch import MANYLINUX_X86_64, fetch_wheel
 from sglang_gemma4.layout import Layout
@@ -94,17 +96,25 @@ class Target:
         return frozenset(self.installed)
 
     @property
+    def override_names(self) -> set[str]:
+        return {canonicalize_name(Requirement(o).name) for o in self.override}
+
+    @property
     def constraints(self) -> list[str]:
         """Host versions the resolver must keep (the rest is checked after resolving: constraining
         pip with the host's whole package list makes it backtrack for many minutes)."""
         return [f"{n}=={self.installed[n]}" for n in ("torch", "triton") if n in self.installed]
 
-    def marker_environment(self) -> dict:
+    def applies(self, req: Requirement) -> bool:
+        """Whether a requirement's environment marker holds on the target (no extras)."""
+        if req.marker is None:
+            return True
         env = default_environment()
         env.update(python_version=self.python, python_full_version=f"{self.python}.0",
                    sys_platform="linux", platform_system="Linux", platform_machine="x86_64",
-                   implementation_name="cpython", platform_python_implementation="CPython", os_name="posix")
-        return env
+                   implementation_name="cpython", platform_python_implementation="CPython", os_name="posix",
+                   extra="")
+        return req.marker.evaluate(env)
 
     def pip_target_args(self) -> list[str]:
         args = ["--only-binary=:all:", "--python-version", self.python, "--implementation", "cp",
@@ -114,15 +124,13 @@ class Target:
         return args + ["--platform", "any"]
 
 
-def wheel_requirements(wheel: Path, env: dict) -> list[Requirement]:
-    """Requires-Dist of a wheel whose markers hold in `env` (no extras)."""
-    import zipfile
-
+def wheel_requirements(wheel: Path, target: Target) -> list[Requirement]:
+    """Requires-Dist of a wheel that apply on the target (no extras)."""
     with zipfile.ZipFile(wheel) as zf:
         (metadata,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
         lines = zf.read(metadata).decode().splitlines()
     reqs = [Requirement(line.split(":", 1)[1].strip()) for line in lines if line.startswith("Requires-Dist:")]
-    return [r for r in reqs if r.marker is None or r.marker.evaluate({**env, "extra": ""})]
+    return [r for r in reqs if target.applies(r)]
 
 
 def _pip_errors(stderr: str) -> str:
@@ -148,7 +156,6 @@ def resolve(target: Target, roots: list[str], log=print) -> dict[str, dict]:
 
 def needed(target: Target, roots: list[Requirement], resolved: dict[str, dict]) -> dict[str, str]:
     """name -> version of what the server loads: the roots' dependency closure without NOT_LOADED."""
-    env = {**target.marker_environment(), "extra": ""}
     todo = [canonicalize_name(r.name) for r in roots]
     seen: dict[str, str] = {}
     while todo:
@@ -159,14 +166,13 @@ def needed(target: Target, roots: list[Requirement], resolved: dict[str, dict]) 
         seen[name] = item["metadata"]["version"]
         for spec in item["metadata"].get("requires_dist", []):
             req = Requirement(spec)
-            if req.marker is None or req.marker.evaluate(env):
+            if target.applies(req):
                 todo.append(canonicalize_name(req.name))
     return seen
 
 
 def host_conflicts(target: Target, packages: dict[str, str], resolved: dict[str, dict]) -> list[str]:
     """Requirements of carried wheels that the host's own version of a package does not meet."""
-    env = {**target.marker_environment(), "extra": ""}
     conflicts = []
     for name in packages:
         for spec in resolved[name]["metadata"].get("requires_dist", []):
@@ -174,15 +180,13 @@ def host_conflicts(target: Target, packages: dict[str, str], resolved: dict[str,
             dep = canonicalize_name(req.name)
             if dep in packages or dep in NOT_LOADED or dep not in target.installed:
                 continue
-            if (req.marker is None or req.marker.evaluate(env)) and not req.specifier.contains(
-                    target.installed[dep], prereleases=True):
+            if target.applies(req) and not req.specifier.contains(target.installed[dep], prereleases=True):
                 conflicts.append(f"{name} {packages[name]} needs {req}, the host has {dep} {target.installed[dep]}")
     return conflicts
 
 
 def carried(target: Target, closure: dict[str, str]) -> dict[str, str]:
-    overrides = {canonicalize_name(Requirement(o).name) for o in target.override}
-    return {n: v for n, v in sorted(closure.items()) if n not in target.present or n in overrides}
+    return {n: v for n, v in sorted(closure.items()) if n not in target.present or n in target.override_names}
 
 
 def download(target: Target, packages: dict[str, str], dest: Path, log=print) -> list[Path]:
@@ -216,8 +220,6 @@ def trim_kernel_wheel(wheel: Path, arch: str, dest: Path) -> Path:
 def store_uncompressed(wheel: Path) -> None:
     """Rewrite a wheel's zip without compression (same members, same RECORD) so that the xz pass
     over the whole bundle compresses the contents instead of deflate's output."""
-    import zipfile
-
     tmp = wheel.with_suffix(".stored")
     with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED) as dst:
         for info in src.infolist():
@@ -232,12 +234,17 @@ def overlay_files(work: WorkTree, base: str, head: str, pin: Pin, version: str) 
     sglang/_version.py naming the series."""
     version_file = work.git.run("show", f"{base}:python/{VERSION_FILE}").stdout
     files = {VERSION_FILE: version_file_text(version_file, pin, version).encode()}
-    for line in work.git.out("diff", "--name-status", "--no-renames", base, head).splitlines():
-        status, repo_path = line.split("\t", 1)
-        if status == "D":
-            raise StackError(f"the series deletes {repo_path}: an overlay cannot express that")
-        files[repo_path[len("python/"):]] = work.git.run("show", f"{head}:{repo_path}").stdout.encode()
+    for rel, data in series_changes(work, base, head).items():
+        if data is None:
+            raise StackError(f"the series deletes python/{rel}: an overlay cannot express that")
+        files[rel] = data
     return files
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
 
 
 def write_parts(archive: bytes, out_dir: Path, stem: str) -> list[Path]:
@@ -261,13 +268,10 @@ def build_bundle(layout: Layout, target_file: Path, out_dir: Path, log=print) ->
     version = local_version(pin, patches)
     sglang_wheel = fetch_wheel(pin, pin.wheel(target.python), layout.cache_dir, log)
 
-    env = target.marker_environment()
     # Roots: what sglang asks for that the server loads and the host lacks (or must replace).
-    overrides = [Requirement(o) for o in target.override]
-    override_names = {canonicalize_name(r.name) for r in overrides}
-    roots = [r for r in wheel_requirements(sglang_wheel, env)
-             if canonicalize_name(r.name) not in {*NOT_LOADED, *target.present, *override_names}]
-    roots += overrides + [Requirement(name) for name in UNDECLARED if canonicalize_name(name) not in target.present]
+    skipped = {*NOT_LOADED, *target.present, *target.override_names}
+    roots = [r for r in wheel_requirements(sglang_wheel, target) if canonicalize_name(r.name) not in skipped]
+    roots += [Requirement(o) for o in target.override] + [Requirement(name) for name in UNDECLARED if canonicalize_name(name) not in target.present]
     resolved = resolve(target, [str(r) for r in roots], log)
     packages = carried(target, needed(target, roots, resolved))
     conflicts = host_conflicts(target, packages, resolved)
@@ -294,13 +298,8 @@ def build_bundle(layout: Layout, target_file: Path, out_dir: Path, log=print) ->
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             tar.add(wheels_dir, arcname="bundle/wheels")
             for rel, data in overlay_files(work, state.base, state.head, pin, version).items():
-                info = tarfile.TarInfo(f"bundle/overlay/{rel}")
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-            data = (json.dumps(manifest, indent=1) + "\n").encode()
-            info = tarfile.TarInfo("bundle/manifest.json")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+                _add_bytes(tar, f"bundle/overlay/{rel}", data)
+            _add_bytes(tar, "bundle/manifest.json", (json.dumps(manifest, indent=1) + "\n").encode())
         log("bundle: compressing (xz) ...")
         archive = lzma.compress(buffer.getvalue(), preset=6)
     parts = write_parts(archive, out_dir, f"sglang-gemma4-{version}-{target.name}")
