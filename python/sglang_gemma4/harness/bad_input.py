@@ -14,7 +14,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from sglang_gemma4.harness.server import Server, http_json
+from sglang_gemma4.harness.server import FAST_START, Server, http_json
 
 
 def raw_post(url: str, path: str, body: bytes, timeout: float = 60) -> tuple[int, str]:
@@ -69,7 +69,12 @@ def cases(vocab: int, context: int) -> list[tuple[str, str, object]]:
 
 
 def good_request(url: str) -> bool:
-    status, _ = http_json("POST", f"{url}/generate", {"text": "ok", "sampling_params": {"max_new_tokens": 4}}, timeout=60)
+    """Whether the server still answers an ordinary request (False once it has died)."""
+    try:
+        status, _ = http_json("POST", f"{url}/generate", {"text": "ok", "sampling_params": {"max_new_tokens": 4}},
+                              timeout=60)
+    except OSError:
+        return False
     return status == 200
 
 
@@ -84,9 +89,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.start:
-        # Request validation does not depend on CUDA graphs: skip their capture for a quick start.
-        with Server(args.start, "patched", out / f"{args.start}-patched.log",
-                    extra=["--disable-cuda-graph", "--disable-piecewise-cuda-graph"]) as server:
+        with Server(args.start, "patched", out / f"{args.start}-patched.log", extra=FAST_START) as server:
             args.url = server.url
             return run(args, out)
     return run(args, out)

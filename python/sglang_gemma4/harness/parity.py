@@ -15,15 +15,12 @@ import json
 from pathlib import Path
 
 from sglang_gemma4.checkpoint import hf_config, reduced_text_config, write_checkpoint
-from sglang_gemma4.harness.server import Server, http_json
+from sglang_gemma4.harness.server import FAST_START, Server, http_json
 
 LAYERS = {"e2b": 8, "e4b": 8, "26b-a4b": 4, "31b": 4}
 TOP = 20
 MIN_TOP1_AGREEMENT = 0.9  # bf16 serving vs a float32 reference: near-ties may flip
 MAX_LOGPROB_DELTA = 0.5
-# Eager forward (no CUDA graphs) so that each server starts quickly; the captured paths are not
-# compared here.
-PARITY_FLAGS = ["--disable-cuda-graph", "--disable-piecewise-cuda-graph"]
 
 
 def prompt_lengths(text: dict) -> list[int]:
@@ -99,7 +96,8 @@ def main() -> int:
         ref = reference(model_dir, text, batch)
         for build in args.builds:
             server = Server(variant, build, out / f"{variant}-{build}.log", model=str(model_dir.resolve()),
-                            extra=["--disable-radix-cache", *(args.extra or PARITY_FLAGS)])
+                            # eager forward by default: the captured paths are not compared here
+                            extra=["--disable-radix-cache", *(args.extra or FAST_START)])
             try:
                 with server:
                     result = compare(ref, served(server, batch))

@@ -13,6 +13,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
 LAUNCH = REPO / "scripts" / "launch_gemma4.sh"
+# For checks whose outcome does not depend on CUDA graphs: skip their capture for a quick start.
+FAST_START = ["--disable-cuda-graph", "--disable-piecewise-cuda-graph"]
 
 
 def http_json(method: str, url: str, payload: dict | None = None, timeout: float = 120) -> tuple[int, str]:
