@@ -89,8 +89,7 @@ def new_patch(work: WorkTree, series: Series, slug: str, subject: str, author: s
     tree = work.git.out("write-tree")
     header = NEW_HEADER.format(subject=subject, author=author, stem=name[:-len(".patch")].replace("-", "_"))
     path = series.patches_dir / name
-    diff = work.git.run("diff", "--cached", "--no-color", "--no-ext-diff", "--no-renames", "--full-index",
-                        "--src-prefix=a/", "--dst-prefix=b/", state.head).stdout
+    diff = work.git.diff("--cached", state.head)
     _write(path, header + diff)
     series.append(name)
     patch = PatchFile.read(path)

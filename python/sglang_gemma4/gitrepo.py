@@ -53,7 +53,8 @@ class Git:
     def dirty_paths(self) -> list[str]:
         return self.out("status", "--porcelain", "--untracked-files=all").splitlines()
 
-    def diff(self, old: str, new: str) -> str:
-        """A patch between two commits: a/ b/ prefixes, full blob ids (for --3way), no renames."""
+    def diff(self, *revs: str) -> str:
+        """A patch in the series' format (a/ b/ prefixes, full blob ids for --3way, no renames)
+        between two commits, or ("--cached", commit) for the index against a commit."""
         return self.run("diff", "--no-color", "--no-ext-diff", "--no-renames", "--full-index",
-                        "--src-prefix=a/", "--dst-prefix=b/", old, new).stdout
+                        "--src-prefix=a/", "--dst-prefix=b/", *revs).stdout
