@@ -90,7 +90,7 @@ def main() -> int:
     for variant in args.variants:
         text = reduced_text_config(variant, LAYERS[variant])
         model_dir = Path(args.checkpoints) / variant
-        if not (model_dir / "model.safetensors").exists() and not list(model_dir.glob("*.safetensors")):
+        if not any(model_dir.glob("*.safetensors")):
             write_checkpoint(variant, model_dir, layers=LAYERS[variant], weights="random", seed=0)
         batch = prompts(text)
         ref = reference(model_dir, text, batch)
