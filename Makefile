@@ -12,7 +12,7 @@ TEST_PY := $(TEST_VENV)/bin/python
 APPLY_FLAGS := $(if $(FORCE),--force,)
 
 .DEFAULT_GOAL := all
-.PHONY: all help fetch apply build status version lint readme refresh new rebase test verify-tests bundle clean-work clean
+.PHONY: all help fetch apply build status version lint readme refresh new rebase test verify-tests bundle serve clean-work clean
 
 all: apply build  ## the main job: apply the series and build the patched wheel
 
@@ -62,6 +62,15 @@ rebase: $(VENV)/.stamp  ## TO=0.5.13 : move the series to a newer sglang, with a
 
 bundle: apply  ## dist/bundle/: offline archive for the GPU host (scripts/gpu/setup.sh installs it)
 	$(TOOLS) bundle
+
+# On a GPU host whose python3 imports the patched sglang (the built wheel installed, or
+# `. /tmp/sglang-gemma4/env-patched.sh` from the offline bundle): no download, no arguments.
+SERVE_MODEL := checkpoints/serve-e2b
+serve:  ## GPU host: make a small random-weight E2B-shaped checkpoint once, serve it (SERVE_FLAGS=...)
+	@python3 -c 'import sglang, sys; v = sglang.__version__; print("serve: sglang", v); 	  sys.exit(0 if "+gemma4" in v else "serve: this python3 imports an unpatched sglang: install dist/*.whl or source env-patched.sh")'
+	@test -f $(SERVE_MODEL)/model.safetensors || PYTHONPATH=python python3 -m sglang_gemma4 checkpoint \
+	  --variant e2b --layers 8 --weights random --device cuda --out $(SERVE_MODEL)
+	scripts/launch_gemma4.sh e2b --model $(SERVE_MODEL) $(SERVE_FLAGS)
 
 test: $(TEST_VENV)/.stamp apply  ## lint, series and apply checks, tool tests, each patch's CPU tests
 	$(TEST_PY) -m sglang_gemma4 lint

@@ -7,8 +7,9 @@
 #   --model DIR      checkpoint to serve (default: checkpoints/VARIANT, a config-only checkpoint
 #                    made on first use and served with --load-format dummy: speed runs only)
 #   --mtp            speculative decoding with the Gemma-4 assistant draft (FROZEN_KV_MTP,
-#                    3 steps, 4 draft tokens, top-k 1); needs --draft
-#   --draft DIR      the Gemma4AssistantForCausalLM draft checkpoint
+#                    3 steps, 4 draft tokens, top-k 1; 26b-a4b and 31b)
+#   --draft DIR      the Gemma4AssistantForCausalLM draft checkpoint (default with no --model:
+#                    checkpoints/VARIANT-assistant, config-only, made on first use, dummy weights)
 #   --tp N           tensor parallel size (default 1)
 #   --host H         bind address (default 127.0.0.1: not exposed unless asked)
 #   --port P         (default 30000)
@@ -19,7 +20,7 @@
 # Extra flags after -- come last, so they override the preset.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,/^[^#]/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 [ $# -ge 1 ] || usage 2
 case "$1" in -h|--help) usage ;; esac
 variant=$1; shift
@@ -47,12 +48,18 @@ case "$variant" in
   *) echo "launch_gemma4: unknown variant $variant (e2b, e4b, 26b-a4b, 31b)" >&2; exit 2 ;;
 esac
 
+config_only() {  # DIR [checkpoint flags]: a config-and-tokenizer checkpoint, made once
+  local dir=$1; shift
+  [ -f "$dir/config.json" ] || PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" \
+    python3 -m sglang_gemma4 checkpoint --variant "$variant" --weights none --out "$dir" "$@"
+}
 args=()
 if [ -z "$model" ]; then
   model=$here/checkpoints/$variant
-  if [ ! -f "$model/config.json" ]; then
-    PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" python3 -m sglang_gemma4 checkpoint \
-      --variant "$variant" --weights none --out "$model"
+  config_only "$model"
+  if [ "$mtp" = 1 ] && [ -z "$draft" ]; then
+    draft=$here/checkpoints/$variant-assistant
+    config_only "$draft" --arch assistant
   fi
   args+=(--load-format dummy)
 fi
@@ -66,13 +73,13 @@ args+=(
   --mem-fraction-static "$mem" --context-length "$ctx"
   --cuda-graph-max-bs 64
 )
-case "$variant" in
-  # KV-shared layers call attention with key=value=None, which piecewise CUDA-graph capture in
-  # sglang 0.5.12 cannot handle (issue #9): keep it off until that fix is in the series.
-  e2b|e4b) args+=(--disable-piecewise-cuda-graph) ;;
+case "$variant:${SGLANG_GEMMA4_BUILD:-}" in
+  # Pristine 0.5.12 dies capturing piecewise CUDA graphs for KV-shared layers (key=value=None);
+  # patch 0001 fixes it, so only the pristine build needs upstream's workaround.
+  e2b:pristine|e4b:pristine) args+=(--disable-piecewise-cuda-graph) ;;
 esac
 if [ "$mtp" = 1 ]; then
-  [ -n "$draft" ] || { echo "launch_gemma4: --mtp needs --draft DIR (a Gemma4AssistantForCausalLM checkpoint)" >&2; exit 2; }
+  [ -n "$draft" ] || { echo "launch_gemma4: --mtp with --model needs --draft DIR (a Gemma4AssistantForCausalLM checkpoint)" >&2; exit 2; }
   args+=(--speculative-algorithm NEXTN --speculative-draft-model-path "$draft"
          --speculative-num-steps 3 --speculative-num-draft-tokens 4 --speculative-eagle-topk 1)
 fi

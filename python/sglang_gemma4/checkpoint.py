@@ -7,18 +7,21 @@ reported per layer).  sglang's `--load-format dummy` sets every tensor to ~1e-3,
 speed but makes every output degenerate; these weights behave numerically like a trained net.
 
 The tokenizer is a byte-level BPE trained on this repository's text and padded to the model's
-262144-entry vocabulary, so every token id a random model emits decodes to visible text (bench
-tools count streamed text: ids that decode to nothing would read as zero tokens).
+262144-entry vocabulary with filler words at the lowest ids and the special tokens at the top, so
+the ids a random or a dummy-weight model emits decode to visible text (bench tools count streamed
+text: ids that decode to nothing, like skipped specials, would read as zero tokens).
+
+--arch assistant writes the MTP draft (Gemma4AssistantForCausalLM) of a 26B-A4B or 31B target:
+config and tokenizer only, to be served with --load-format dummy.
 """
 
 import json
 import math
 from pathlib import Path
 
-from sglang_gemma4.variants import ARCHS, text_config
+from sglang_gemma4.variants import ARCHS, VARIANTS, assistant_text_config, text_config
 
-BOS, EOS, PAD = 2, 1, 0
-SPECIALS = {"<pad>": PAD, "<eos>": EOS, "<bos>": BOS, "<start_of_turn>": 3, "<end_of_turn>": 4}
+SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>")
 TRAINED_VOCAB = 8192
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n"
@@ -62,6 +65,19 @@ def sglang_text_config(config: dict) -> dict:
     return out
 
 
+def special_ids(vocab_size: int) -> dict[str, int]:
+    """The specials take the top ids. A dummy-weight model's degenerate argmax (ties, NaN) lands on
+    the lowest ids; specials there decode to nothing (they are skipped) and empty the stream."""
+    first = vocab_size - len(SPECIAL_TOKENS)
+    return {name: first + i for i, name in enumerate(SPECIAL_TOKENS)}
+
+
+def token_ids(vocab_size: int) -> dict[str, int]:
+    """pad/eos/bos ids for config.json and generation_config.json."""
+    ids = special_ids(vocab_size)
+    return {"pad_token_id": ids["<pad>"], "eos_token_id": ids["<eos>"], "bos_token_id": ids["<bos>"]}
+
+
 def training_text(root: Path) -> list[str]:
     """Text the repository holds (docs, patches, code): enough for a small BPE."""
     files = sorted(p for ext in ("*.md", "*.py", "*.patch", "*.toml", "*.sh") for p in root.rglob(ext)
@@ -71,31 +87,35 @@ def training_text(root: Path) -> list[str]:
 
 
 def build_tokenizer(texts: list[str], vocab_size: int):
-    """Byte-level BPE of TRAINED_VOCAB entries, padded with decodable filler tokens to vocab_size."""
+    """Byte-level BPE of TRAINED_VOCAB entries trained on `texts`, laid out as: filler words
+    (" w0", " w1", ...) from id 0, the learned tokens after them, the specials at the top."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     trained = Tokenizer(models.BPE())
     trained.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trainer = trainers.BpeTrainer(vocab_size=TRAINED_VOCAB, special_tokens=list(SPECIALS),
+    trainer = trainers.BpeTrainer(vocab_size=TRAINED_VOCAB, special_tokens=list(SPECIAL_TOKENS),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     trained.train_from_iterator(texts, trainer)
     model = json.loads(trained.to_str())["model"]
-    vocab = dict(model["vocab"])
-    filler = 0
-    while len(vocab) < vocab_size:
-        vocab.setdefault(f"Ġw{filler}", len(vocab))  # "Ġ" is the byte-level space: decodes to " w123"
-        filler += 1
+    learned = [t for t, _ in sorted(model["vocab"].items(), key=lambda item: item[1]) if t not in SPECIAL_TOKENS]
+    fillers, taken, n = [], set(learned), 0
+    while len(fillers) < vocab_size - len(SPECIAL_TOKENS) - len(learned):
+        if f"Ġw{n}" not in taken:  # "Ġ" is the byte-level space: decodes to " w123"
+            fillers.append(f"Ġw{n}")
+        n += 1
+    vocab = {token: i for i, token in enumerate(fillers + learned)}
+    vocab.update(special_ids(vocab_size))
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
     tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.add_special_tokens(list(SPECIALS))
+    tokenizer.add_special_tokens(list(SPECIAL_TOKENS))
     return tokenizer
 
 
 def write_tokenizer(out: Path, texts: list[str], vocab_size: int) -> None:
     tokenizer = build_tokenizer(texts, vocab_size)
-    for name, expected in SPECIALS.items():
+    for name, expected in special_ids(vocab_size).items():
         assert tokenizer.token_to_id(name) == expected, (name, tokenizer.token_to_id(name))
     tokenizer.save(str(out / "tokenizer.json"))
     (out / "tokenizer_config.json").write_text(json.dumps({
@@ -111,10 +131,11 @@ def init_random_(model, seed: int) -> None:
     embeddings scaled for the model's sqrt(hidden) embedding multiplier."""
     import torch
 
-    generator = torch.Generator(device="cpu").manual_seed(seed)
+    device = next(model.parameters()).device  # same seed, same weights on a given device type
+    generator = torch.Generator(device=device).manual_seed(seed)
 
     def normal(shape, std, mean=0.0):
-        return torch.randn(shape, generator=generator) * std + mean
+        return torch.randn(shape, generator=generator, device=device) * std + mean
 
     with torch.no_grad():
         for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
@@ -148,24 +169,33 @@ def hidden_rms(model, input_ids) -> list[float]:
 
 
 def write_checkpoint(variant: str, out: Path, layers: int | None = None, arch: str = "causal",
-                     weights: str = "none", seed: int = 0, repo_root: Path | None = None, log=print) -> dict:
+                     weights: str = "none", seed: int = 0, repo_root: Path | None = None, device: str = "cpu",
+                     log=print) -> dict:
+    if arch == "assistant" and (weights != "none" or layers is not None):
+        raise ValueError("an assistant draft is written as config and tokenizer only (serve it with "
+                         "--load-format dummy): --weights random and --layers do not apply")
     out.mkdir(parents=True, exist_ok=True)
-    text = reduced_text_config(variant, layers)
+    text = assistant_text_config(variant) if arch == "assistant" else reduced_text_config(variant, layers)
+    ids = token_ids(text["vocab_size"])
     architecture = ARCHS[arch]
     if arch == "causal":
         config = {**sglang_text_config(text), "architectures": [architecture]}
+    elif arch == "assistant":
+        # transformers' layout (base fields = sliding layers); sglang remaps it when it loads it.
+        config = {"model_type": "gemma4_assistant", "architectures": [architecture], "text_config": {**text, **ids},
+                  "backbone_hidden_size": VARIANTS[variant]["hidden_size"], "use_ordered_embeddings": False,
+                  "tie_word_embeddings": True}
     else:
         from transformers.models.gemma4.configuration_gemma4 import Gemma4Config
 
-        config = {**Gemma4Config(text_config=text).to_dict(), "architectures": [architecture]}
-    config.update(bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD, torch_dtype="bfloat16")
+        config = {**Gemma4Config(text_config={**text, **ids}).to_dict(), "architectures": [architecture]}
+    config.update(**ids, torch_dtype="bfloat16")
     report = {"variant": variant, "arch": architecture, "layers": text["num_hidden_layers"],
               "num_kv_shared_layers": text.get("num_kv_shared_layers", 0), "weights": weights, "seed": seed}
     if weights == "random":  # first: save_pretrained writes its own config files, replaced below
-        report["hidden_rms"] = write_random_weights(text, arch, out, seed, log)
+        report["hidden_rms"] = write_random_weights(text, arch, out, seed, device, log)
     (out / "config.json").write_text(json.dumps(config, indent=1))
-    (out / "generation_config.json").write_text(json.dumps(
-        {"bos_token_id": BOS, "eos_token_id": EOS, "pad_token_id": PAD, "do_sample": False}, indent=1))
+    (out / "generation_config.json").write_text(json.dumps({**ids, "do_sample": False}, indent=1))
     write_tokenizer(out, training_text(repo_root or Path.cwd()), text["vocab_size"])
     (out / "sglang_gemma4_checkpoint.json").write_text(json.dumps(report, indent=1))
     log(f"checkpoint: {variant} ({architecture}, {report['layers']} layers, weights {weights}) -> {out}")
@@ -187,13 +217,14 @@ def hf_model(text: dict, arch: str):
     return model_class(hf_config(text, arch))
 
 
-def write_random_weights(text: dict, arch: str, out: Path, seed: int, log=print) -> list[float]:
+def write_random_weights(text: dict, arch: str, out: Path, seed: int, device: str = "cpu", log=print) -> list[float]:
     import torch
 
-    model = hf_model(text, arch).to(torch.float32)
+    with torch.device(device):  # built where it is initialised: a 31B-wide model is slow on CPU
+        model = hf_model(text, arch).to(torch.float32)
     init_random_(model, seed)
-    probe = torch.randint(5, text["vocab_size"], (1, 64), generator=torch.Generator().manual_seed(seed))
-    rms = hidden_rms(model, probe)
+    probe = torch.randint(0, text["vocab_size"] - len(SPECIAL_TOKENS), (1, 64), generator=torch.Generator().manual_seed(seed))
+    rms = hidden_rms(model, probe.to(device))
     log("checkpoint: hidden-state RMS (embedding, then each layer): " + " ".join(f"{r:.2f}" for r in rms))
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
     return rms

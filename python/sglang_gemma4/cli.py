@@ -161,8 +161,11 @@ def cmd_bundle(stack: Stack, args) -> int:
 def cmd_checkpoint(stack: Stack, args) -> int:
     from sglang_gemma4.checkpoint import write_checkpoint
 
-    write_checkpoint(args.variant, Path(args.out), layers=args.layers, arch=args.arch, weights=args.weights,
-                     seed=args.seed, repo_root=stack.layout.root)
+    try:
+        write_checkpoint(args.variant, Path(args.out), layers=args.layers, arch=args.arch, weights=args.weights,
+                         seed=args.seed, repo_root=stack.layout.root, device=args.device)
+    except ValueError as e:  # a shape or option this generator does not make
+        raise StackError(f"checkpoint: {e}") from None
     return 0
 
 
@@ -209,10 +212,12 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("checkpoint", help="a Gemma-4-shaped checkpoint (config, tokenizer, random or no weights)")
     c.add_argument("--variant", required=True, choices=sorted(VARIANTS))
     c.add_argument("--layers", type=int, help="fewer layers, keeping the variant's features")
-    c.add_argument("--arch", choices=sorted(ARCHS), default="causal", help="text-only or multimodal architecture")
+    c.add_argument("--arch", choices=sorted(ARCHS), default="causal",
+                   help="text-only, multimodal, or the MTP assistant draft of a 26b-a4b/31b target")
     c.add_argument("--weights", choices=["random", "none"], default="none",
                    help="random: safetensors with O(1) activations; none: serve with --load-format dummy")
     c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--device", default="cpu", help="where random weights are made (cuda is much faster)")
     c.add_argument("--out", required=True)
     c.set_defaults(run=cmd_checkpoint)
     sub.add_parser("version", help="print the local version naming this series").set_defaults(run=cmd_version)

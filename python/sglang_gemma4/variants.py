@@ -50,7 +50,21 @@ VARIANTS = {
     },
 }
 
-ARCHS = {"causal": "Gemma4ForCausalLM", "conditional": "Gemma4ForConditionalGeneration"}
+# MTP assistant drafts (Gemma4AssistantForCausalLM): 4 layers that keep no KV of their own and read
+# the target's. Published for 26B-A4B and 31B; the E2B/E4B drafts' centroid-head shapes are not
+# confirmed, so they are not generated.
+ASSISTANT_COMMON = {
+    "hidden_size": 1024, "intermediate_size": 8192, "num_hidden_layers": 4,
+    "layer_types": ["sliding_attention"] * 3 + ["full_attention"], "num_kv_shared_layers": 4,
+    "attention_k_eq_v": True, "hidden_size_per_layer_input": 0,
+}
+ASSISTANTS = {
+    "26b-a4b": {"num_attention_heads": 16, "num_key_value_heads": 8, "num_global_key_value_heads": 2},
+    "31b": {"num_attention_heads": 32, "num_key_value_heads": 16, "num_global_key_value_heads": 4},
+}
+
+ARCHS = {"causal": "Gemma4ForCausalLM", "conditional": "Gemma4ForConditionalGeneration",
+         "assistant": "Gemma4AssistantForCausalLM"}
 
 
 def text_config(variant: str) -> dict:
@@ -61,3 +75,12 @@ def text_config(variant: str) -> dict:
     shape["layer_types"] = ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]
     shape["layer_types"][-1] = "full_attention"  # Gemma-4 always ends on a full-attention layer
     return {**COMMON, **shape, "model_type": "gemma4_text"}
+
+
+def assistant_text_config(variant: str) -> dict:
+    """Gemma4TextConfig fields of the MTP assistant draft for target `variant`."""
+    if variant not in ASSISTANTS:
+        raise ValueError(f"no MTP assistant shape for {variant} (known: {', '.join(ASSISTANTS)})")
+    target = VARIANTS[variant]
+    return {**COMMON, **ASSISTANT_COMMON, **ASSISTANTS[variant], "sliding_window": target["sliding_window"],
+            "max_position_embeddings": target["max_position_embeddings"], "model_type": "gemma4_text"}

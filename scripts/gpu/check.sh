@@ -5,9 +5,12 @@
 #
 #   smoke        the four variants, full size, dummy weights, CUDA graphs (patched build):
 #                server up, /generate, /v1/chat/completions, KV pool sizes
+#   mtp          the MTP preset: 26B-A4B-shaped target + assistant draft, full size, dummy weights
+#                (pristine, then patched; pristine 0.5.12 cannot load the draft's config)
 #   bad-input    malformed and hostile requests against a server (default variant e2b)
+#   serve        `make serve` as a user runs it (patched build): checkpoint made, served, one request
 #   parity       reduced-layer random-weight checkpoints: pristine and patched vs transformers
-#                (default all four variants; e.g. parity:e2b,e4b)
+#                (default all four variants; e.g. parity:e2b,e4b); E2B/E4B also with CUDA graphs
 #   repro        each crash_repro case (or repro:NAME) against the pristine and the patched build
 #   baseline     pristine 0.5.12 benchmarks: chat 1000/1000, summarization 8000/1000, batch-1
 #                decode (default variant 26b-a4b; e.g. baseline:e4b)
@@ -38,8 +41,31 @@ for arg in "$@"; do
     smoke) python3 -m sglang_gemma4.harness.smoke --out "$OUT/smoke" --build patched \
              --variants ${variants:-26b-a4b e4b 31b e2b} -- "${SMOKE_FLAGS[@]}" || status=1 ;;
     bad-input) python3 -m sglang_gemma4.harness.bad_input --start "${variants:-e2b}" --out "$OUT/bad-input" || status=1 ;;
+    mtp) for build in pristine patched; do
+           python3 -m sglang_gemma4.harness.smoke --out "$OUT/mtp" --build $build --mtp \
+             --variants ${variants:-26b-a4b} -- "${SMOKE_FLAGS[@]}" || { [ $build = pristine ] || status=1; }
+         done ;;
+    serve) ( . "${PREFIX:-/tmp/sglang-gemma4}/env-patched.sh"; exec setsid make serve \
+               SERVE_FLAGS="-- --cuda-graph-max-bs 8 --piecewise-cuda-graph-max-tokens 512" ) > "$OUT/serve.log" 2>&1 &
+           serve_pid=$!
+           python3 - <<'PY' 2>&1 | tee "$OUT/serve-check.txt" || status=1
+import json, time, urllib.request
+deadline = time.time() + 400
+while time.time() < deadline:
+    try:
+        urllib.request.urlopen("http://127.0.0.1:30000/health_generate", timeout=5)
+        break
+    except OSError:
+        time.sleep(3)
+else:
+    raise SystemExit("serve: not ready in 400 s")
+request = urllib.request.Request("http://127.0.0.1:30000/generate", headers={"Content-Type": "application/json"},
+    data=json.dumps({"text": "The patch stack", "sampling_params": {"max_new_tokens": 12, "temperature": 0}}).encode())
+print("serve: /generate ->", json.loads(urllib.request.urlopen(request, timeout=60).read())["text"][:120])
+PY
+           kill -- -"$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true ;;
     parity) python3 -m sglang_gemma4.harness.parity --out "$OUT/parity" --variants ${variants:-e2b e4b 26b-a4b 31b} \
-              || status=1 ;;
+              --graph-variants e2b e4b || status=1 ;;
     repro) for case in ${variants:-out-of-vocab-input-ids nan-temperature}; do
              for build in pristine patched; do
                # the pristine build is expected to crash: only the patched one must survive
@@ -48,7 +74,9 @@ for arg in "$@"; do
              done
            done ;;
     baseline) for v in ${variants:-26b-a4b}; do
-                python3 -m sglang_gemma4.harness.bench --variant "$v" --builds pristine --out "$OUT/baseline-$v" || status=1
+                # capture graphs for the largest concurrency the workloads use (32), not the preset's 64
+                python3 -m sglang_gemma4.harness.bench --variant "$v" --builds pristine --out "$OUT/baseline-$v" \
+                  -- --cuda-graph-max-bs 32 || status=1
               done ;;
     *) echo "check: unknown stage $stage" >&2; exit 2 ;;
   esac

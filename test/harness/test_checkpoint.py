@@ -6,9 +6,9 @@ import json
 import pytest
 import torch
 
-from sglang_gemma4.checkpoint import (SPECIALS, build_tokenizer, hf_model, hidden_rms, init_random_, reduced_text_config,
-                                      sglang_text_config, write_checkpoint)
-from sglang_gemma4.variants import VARIANTS, text_config
+from sglang_gemma4.checkpoint import (SPECIAL_TOKENS, build_tokenizer, hf_model, hidden_rms, init_random_,
+                                      reduced_text_config, sglang_text_config, special_ids, write_checkpoint)
+from sglang_gemma4.variants import ASSISTANTS, VARIANTS, text_config
 
 PUBLISHED = {  # variant: (hidden, layers, heads, kv heads, kv-shared, PLE, experts)
     "e2b": (1536, 35, 8, 1, 20, 256, None),
@@ -44,12 +44,20 @@ def test_sglang_text_config_puts_full_attention_in_the_base_fields():
     assert c["v_head_dim"] == 512 and c["swa_v_head_dim"] == 256
 
 
-def test_tokenizer_decodes_every_id_to_text():
+def test_tokenizer_decodes_every_ordinary_id_to_text():
     tokenizer = build_tokenizer(["hello gemma world " * 50, "def f(x): return x + 1\n" * 50], vocab_size=20000)
     assert tokenizer.get_vocab_size() == 20000
-    specials = set(SPECIALS.values())
-    assert all(tokenizer.decode([i]) != "" for i in range(20000) if i not in specials)
+    specials = special_ids(20000)
+    assert {tokenizer.token_to_id(name) for name in SPECIAL_TOKENS} == set(specials.values())
+    assert all(tokenizer.decode([i]) != "" for i in range(20000) if i not in specials.values())
     assert tokenizer.decode(tokenizer.encode("hello gemma world").ids) == "hello gemma world"
+
+
+def test_specials_are_at_the_top_and_low_ids_are_whole_words():
+    # A dummy-weight model's degenerate argmax picks low ids: they must stream as visible text.
+    tokenizer = build_tokenizer(["some text to learn from " * 20], vocab_size=12000)
+    assert min(special_ids(12000).values()) == 12000 - len(SPECIAL_TOKENS)
+    assert tokenizer.decode([0, 1, 2, 3, 4]) == " w0 w1 w2 w3 w4"
 
 
 def test_checkpoint_without_weights(tmp_path):
@@ -59,6 +67,27 @@ def test_checkpoint_without_weights(tmp_path):
     assert report["num_kv_shared_layers"] == config["num_kv_shared_layers"] > 0
     assert not list((tmp_path / "ck").glob("*.safetensors"))
     assert json.loads((tmp_path / "ck" / "tokenizer_config.json").read_text())["chat_template"]
+
+
+@pytest.mark.parametrize("variant", sorted(ASSISTANTS))
+def test_assistant_draft_checkpoint(tmp_path, variant):
+    write_checkpoint(variant, tmp_path / "draft", arch="assistant", repo_root=tmp_path, log=lambda *_: None)
+    config = json.loads((tmp_path / "draft" / "config.json").read_text())
+    assert config["architectures"] == ["Gemma4AssistantForCausalLM"] and config["model_type"] == "gemma4_assistant"
+    assert config["backbone_hidden_size"] == VARIANTS[variant]["hidden_size"]
+    text = config["text_config"]
+    assert (text["hidden_size"], text["num_hidden_layers"], text["num_kv_shared_layers"]) == (1024, 4, 4)
+    assert text["layer_types"] == ["sliding_attention"] * 3 + ["full_attention"]
+    assert text["num_attention_heads"] == VARIANTS[variant]["num_attention_heads"]
+    assert text["bos_token_id"] == config["bos_token_id"] == special_ids(262144)["<bos>"]
+
+
+def test_assistant_draft_refuses_what_it_cannot_make(tmp_path):
+    with pytest.raises(ValueError, match="no MTP assistant shape for e2b"):
+        write_checkpoint("e2b", tmp_path / "d", arch="assistant", repo_root=tmp_path, log=lambda *_: None)
+    with pytest.raises(ValueError, match="config and tokenizer only"):
+        write_checkpoint("31b", tmp_path / "d", arch="assistant", weights="random", repo_root=tmp_path,
+                         log=lambda *_: None)
 
 
 def tiny(variant: str) -> dict:
@@ -79,7 +108,7 @@ def tiny(variant: str) -> dict:
 def test_random_weights_keep_activations_order_one(variant):
     model = hf_model(tiny(variant), "causal")
     init_random_(model, seed=3)
-    rms = hidden_rms(model, torch.randint(5, 512, (2, 40), generator=torch.Generator().manual_seed(0)))
+    rms = hidden_rms(model, torch.randint(0, 512 - len(SPECIAL_TOKENS), (2, 40), generator=torch.Generator().manual_seed(0)))
     assert len(rms) == model.config.num_hidden_layers + 1
     assert all(0.3 < r < 30 for r in rms), rms
 

@@ -21,7 +21,7 @@ from sglang_gemma4.harness.smoke import pool_sizes
 # name: (input len, output len, prompts, max concurrency)
 WORKLOADS = {
     "chat": (1000, 1000, 64, 32),
-    "summarization": (8000, 1000, 80, 32),
+    "summarization": (8000, 1000, 48, 32),
     "long-prefill": (7000, 10, 30, 30),
     "decode-burst": (100, 1000, 64, 64),
     "batch1": (128, 256, 8, 1),

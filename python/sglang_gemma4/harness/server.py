@@ -33,6 +33,7 @@ class Server:
     build: str  # "pristine" | "patched": which env-<build>.sh of the installed bundle
     log_path: Path
     model: str | None = None
+    mtp: bool = False  # the preset's MTP (assistant draft) mode
     port: int = 30000
     extra: list[str] = field(default_factory=list)
     env: dict = field(default_factory=dict)
@@ -48,6 +49,8 @@ class Server:
         args = [str(LAUNCH), self.variant, "--port", str(self.port)]
         if self.model:
             args += ["--model", self.model]
+        if self.mtp:
+            args.append("--mtp")
         command = f". {prefix}/env-{self.build}.sh && exec {' '.join(args)} -- {' '.join(self.extra)}"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "w")

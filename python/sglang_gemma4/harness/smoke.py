@@ -21,12 +21,19 @@ def pool_sizes(log: str) -> dict:
 
 
 def check(server: Server) -> dict:
-    record = {"variant": server.variant, "build": server.build, "ready_s": round(server.ready_s or 0, 1)}
+    record = {"variant": server.variant + ("+mtp" if server.mtp else ""), "build": server.build,
+              "ready_s": round(server.ready_s or 0, 1)}
     t = time.monotonic()
     status, body = http_json("POST", f"{server.url}/generate",
                         {"text": "The quick brown fox", "sampling_params": {"max_new_tokens": 16, "temperature": 0}})
     record["generate"] = status
-    record["generate_tokens"] = json.loads(body).get("meta_info", {}).get("completion_tokens") if status == 200 else body[:300]
+    answer = json.loads(body) if status == 200 else {}
+    record["generate_tokens"] = answer.get("meta_info", {}).get("completion_tokens") if answer else body[:300]
+    # What a dummy-weight model emits decides whether streamed text (and bench TTFT) is non-empty.
+    record["generate_text"] = answer.get("text", "")[:80]
+    record["generate_ids"] = answer.get("output_ids", [])[:8]
+    if server.mtp:
+        record["spec_verify_ct"] = answer.get("meta_info", {}).get("spec_verify_ct")
     status, body = http_json("POST", f"{server.url}/v1/chat/completions",
                         {"model": "default", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16})
     record["chat"] = status
@@ -41,12 +48,14 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--build", default="patched", choices=["pristine", "patched"])
     parser.add_argument("--variants", nargs="+", default=["e2b", "e4b", "26b-a4b", "31b"])
+    parser.add_argument("--mtp", action="store_true", help="serve with the preset's MTP assistant draft")
     parser.add_argument("extra", nargs="*", help="launch_server flags after --")
     args = parser.parse_args()
     out = Path(args.out)
     records = []
     for variant in args.variants:
-        server = Server(variant, args.build, out / f"{variant}-{args.build}.log", extra=args.extra)
+        name = f"{variant}{'-mtp' if args.mtp else ''}-{args.build}"
+        server = Server(variant, args.build, out / f"{name}.log", mtp=args.mtp, extra=args.extra)
         try:
             with server:
                 record = check(server)
