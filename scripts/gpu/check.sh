@@ -10,7 +10,7 @@
 #   bad-input    malformed and hostile requests against a server (default variant e2b)
 #   serve        `make serve` as a user runs it (patched build): checkpoint made, served, one request
 #   parity       reduced-layer random-weight checkpoints: pristine and patched vs transformers
-#                (default all four variants; e.g. parity:e2b,e4b); E2B/E4B also with CUDA graphs
+#                (default all four variants; e.g. parity:e2b,e4b); E2B/E4B also with CUDA graphs off
 #   repro        each crash_repro case (or repro:NAME) against the pristine and the patched build
 #   baseline     pristine 0.5.12 benchmarks: chat 1000/1000, summarization 8000/1000, batch-1
 #                decode (default variant 26b-a4b; e.g. baseline:e4b)
@@ -65,7 +65,7 @@ print("serve: /generate ->", json.loads(urllib.request.urlopen(request, timeout=
 PY
            kill -- -"$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true ;;
     parity) python3 -m sglang_gemma4.harness.parity --out "$OUT/parity" --variants ${variants:-e2b e4b 26b-a4b 31b} \
-              --graph-variants e2b e4b || status=1 ;;
+              --eager-variants e2b e4b || status=1 ;;
     repro) for case in ${variants:-out-of-vocab-input-ids nan-temperature}; do
              for build in pristine patched; do
                # the pristine build is expected to crash: only the patched one must survive

@@ -25,8 +25,8 @@ STEPS = 2  # the prefill's next token, then one decode step (CUDA-graph replay w
 # A build passes when it stays within the noise of bf16 itself: transformers' own bf16 run, on the
 # same weights and prompts, measured against the float32 reference in the same call.
 NOISE_FACTOR, NOISE_SLACK = 2.0, 0.05
-# "-graphs": the preset's CUDA graphs and piecewise prefill graphs on (sized for these prompts).
-# E2B/E4B's prompt batch (4042 tokens) fits one piecewise prefill graph.
+# Servers run as served: decode CUDA graphs and piecewise prefill graphs on, sized for these prompts
+# (E2B/E4B's batch, 4042 tokens, fits one prefill graph). "-eager" builds run with both off.
 GRAPH_FLAGS = ["--cuda-graph-max-bs", "8", "--piecewise-cuda-graph-max-tokens", "4096"]
 
 
@@ -125,9 +125,9 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--variants", nargs="+", default=list(LAYERS))
     parser.add_argument("--builds", nargs="+", default=["pristine", "patched"],
-                        help="pristine | patched, eager; add -graphs (e.g. patched-graphs) for CUDA graphs on")
-    parser.add_argument("--graph-variants", nargs="*", default=[],
-                        help="variants that also run patched-graphs (the KV-shared E2B/E4B: patch 0001)")
+                        help="pristine | patched; add -eager (e.g. patched-eager) for CUDA graphs off")
+    parser.add_argument("--eager-variants", nargs="*", default=[],
+                        help="variants that also run patched-eager (E2B/E4B: graphs on vs off, patch 0001)")
     parser.add_argument("--checkpoints", default="checkpoints/parity")
     args = parser.parse_args()
     out = Path(args.out)
@@ -151,11 +151,11 @@ def main() -> int:
         bound = bounds(noise, len(batch))
         common = {"variant": variant, "layers": LAYERS[variant], "prompt_lengths": prompt_lengths(text), "bound": bound}
         record({**common, "build": "transformers-bf16", **noise, "passed": None})
-        for build in args.builds + (["patched-graphs"] if variant in args.graph_variants else []):
-            graphs = build.endswith("-graphs")
-            server = Server(variant, build.removesuffix("-graphs"), out / f"{variant}-{build}.log",
+        for build in args.builds + (["patched-eager"] if variant in args.eager_variants else []):
+            eager = build.endswith("-eager")
+            server = Server(variant, build.removesuffix("-eager"), out / f"{variant}-{build}.log",
                             model=str(model_dir.resolve()),
-                            extra=["--disable-radix-cache", *(GRAPH_FLAGS if graphs else FAST_START)])
+                            extra=["--disable-radix-cache", *(FAST_START if eager else GRAPH_FLAGS)])
             try:
                 with server:
                     result = compare(ref["float32"], served(server, batch))
