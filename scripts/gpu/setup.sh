@@ -15,20 +15,27 @@ start=$(date +%s)
 
 parts=("$BUNDLE_DIR"/*.tar.xz.part-*)
 [ -e "${parts[0]}" ] || { echo "setup: no *.tar.xz.part-* in $BUNDLE_DIR (run make bundle)" >&2; exit 1; }
-rm -rf "$PREFIX"
-mkdir -p "$PREFIX"
-cat "${parts[@]}" | tar -xJ -C "$PREFIX"
-"$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$PREFIX/site" \
-  "$PREFIX"/bundle/wheels/*.whl
-mkdir -p "$PREFIX/patched"
-cp -a "$PREFIX/site/sglang" "$PREFIX/patched/sglang"
-cp -a "$PREFIX/bundle/overlay/." "$PREFIX/patched/"
+bundle_id=$(cat "${parts[@]}" | sha256sum | cut -c1-16)
+if [ "$(cat "$PREFIX/.bundle-id" 2>/dev/null)" = "$bundle_id" ]; then
+  echo "setup: bundle $bundle_id already installed in $PREFIX"
+else
+  rm -rf "$PREFIX"
+  mkdir -p "$PREFIX"
+  cat "${parts[@]}" | tar -xJ -C "$PREFIX"
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$PREFIX/site" \
+    "$PREFIX"/bundle/wheels/*.whl
+  mkdir -p "$PREFIX/patched"
+  cp -a "$PREFIX/site/sglang" "$PREFIX/patched/sglang"
+  cp -a "$PREFIX/bundle/overlay/." "$PREFIX/patched/"
+  echo "$bundle_id" > "$PREFIX/.bundle-id"
+fi
 
-# Where the server writes caches: keep Triton/flashinfer JIT output between runs of one host.
+# Where the server writes caches: kept beside the install, not in it, so Triton/flashinfer JIT
+# output (minutes on a cold cache) survives a reinstall on the same host.
 cat > "$PREFIX/env-common.sh" <<EOT
 export SGLANG_GEMMA4_PREFIX=$PREFIX
-export TRITON_CACHE_DIR=\${TRITON_CACHE_DIR:-$PREFIX/cache/triton}
-export FLASHINFER_WORKSPACE_BASE=\${FLASHINFER_WORKSPACE_BASE:-$PREFIX/cache}
+export TRITON_CACHE_DIR=\${TRITON_CACHE_DIR:-$PREFIX-cache/triton}
+export FLASHINFER_WORKSPACE_BASE=\${FLASHINFER_WORKSPACE_BASE:-$PREFIX-cache}
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 EOT
 echo ". $PREFIX/env-common.sh; export PYTHONPATH=$PREFIX/site SGLANG_GEMMA4_BUILD=pristine" > "$PREFIX/env-pristine.sh"
