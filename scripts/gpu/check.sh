@@ -65,6 +65,7 @@ print("serve: /generate ->", json.loads(urllib.request.urlopen(request, timeout=
 PY
            kill -- -"$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true ;;
     parity) python3 -m sglang_gemma4.harness.parity --out "$OUT/parity" --variants ${variants:-e2b e4b 26b-a4b 31b} \
+              --builds ${PARITY_BUILDS:-pristine patched} \
               --eager-variants e2b e4b || status=1 ;;
     repro) for case in ${variants:-out-of-vocab-input-ids nan-temperature}; do
              for build in pristine patched; do
