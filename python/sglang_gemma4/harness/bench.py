@@ -29,16 +29,28 @@ WORKLOADS = {
 METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "median_itl_ms", "duration")
 
 
+def server_errors(server: Server) -> int:
+    return server.log_path.read_text(errors="replace").count("[http_server] Error")
+
+
 def run_workload(server: Server, name: str, tokenizer: str, out: Path) -> dict:
     input_len, output_len, prompts, concurrency = WORKLOADS[name]
     raw = out / f"{server.variant}-{server.build}-{name}.jsonl"
     prefix = os.environ.get("SGLANG_GEMMA4_PREFIX", "/tmp/sglang-gemma4")
+    # --tokenize-prompt sends the random ids as input_ids: sent as text, they would be re-tokenized
+    # by the server into other (with this tokenizer, ~4x more) tokens.
     command = (f". {prefix}/env-pristine.sh && python3 -m sglang.bench_serving --backend sglang "
-               f"--host 127.0.0.1 --port {server.port} --dataset-name random-ids --tokenizer {tokenizer} "
-               f"--random-input-len {input_len} --random-output-len {output_len} --random-range-ratio 1.0 "
-               f"--num-prompts {prompts} --max-concurrency {concurrency} --seed 1 --output-file {raw}")
+               f"--host 127.0.0.1 --port {server.port} --dataset-name random-ids --tokenize-prompt "
+               f"--tokenizer {tokenizer} --random-input-len {input_len} --random-output-len {output_len} "
+               f"--random-range-ratio 1.0 --num-prompts {prompts} --max-concurrency {concurrency} --seed 1 "
+               f"--output-file {raw}")
+    errors_before = server_errors(server)
     with open(out / f"{server.variant}-{server.build}-{name}.client.log", "w") as log:
         subprocess.run(["bash", "-c", command], stdout=log, stderr=subprocess.STDOUT, check=True)
+    if server_errors(server) != errors_before:
+        # bench_serving counts a rejected request as a success with its requested output length.
+        raise RuntimeError(f"{name}: the server rejected requests during the run (see {server.log_path}); "
+                           "its numbers would count them as served")
     record = json.loads(raw.read_text().splitlines()[-1])
     if not record.get("total_output_tokens_retokenized"):
         # Streamed text that decodes to nothing makes TTFT and ITL read 0: refuse such a run.
