@@ -161,9 +161,14 @@ def cmd_bundle(stack: Stack, args) -> int:
 def cmd_checkpoint(stack: Stack, args) -> int:
     from sglang_gemma4.checkpoint import write_checkpoint
 
+    device = args.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         write_checkpoint(args.variant, Path(args.out), layers=args.layers, arch=args.arch, weights=args.weights,
-                         seed=args.seed, repo_root=stack.layout.root, device=args.device)
+                         seed=args.seed, repo_root=stack.layout.root, device=device)
     except ValueError as e:  # a shape or option this generator does not make
         raise StackError(f"checkpoint: {e}") from None
     return 0
@@ -217,7 +222,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--weights", choices=["random", "none"], default="none",
                    help="random: safetensors with O(1) activations; none: serve with --load-format dummy")
     c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--device", default="cpu", help="where random weights are made (cuda is much faster)")
+    c.add_argument("--device", default="cpu",
+                   help="where random weights are made: cpu, cuda (much faster) or auto (cuda when present)")
     c.add_argument("--out", required=True)
     c.set_defaults(run=cmd_checkpoint)
     sub.add_parser("version", help="print the local version naming this series").set_defaults(run=cmd_version)
