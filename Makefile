@@ -67,7 +67,7 @@ bundle: apply  ## dist/bundle/: offline archive for the GPU host (scripts/gpu/se
 # `. /tmp/sglang-gemma4/env-patched.sh` from the offline bundle): no download, no arguments.
 SERVE_MODEL := checkpoints/serve-e2b
 serve:  ## GPU host: make a small random-weight E2B-shaped checkpoint once, serve it (SERVE_FLAGS=...)
-	@python3 -c 'import sglang, sys; v = sglang.__version__; print("serve: sglang", v); 	  sys.exit(0 if "+gemma4" in v else "serve: this python3 imports an unpatched sglang: install dist/*.whl or source env-patched.sh")'
+	@python3 scripts/check_patched_sglang.py
 	@test -f $(SERVE_MODEL)/model.safetensors || PYTHONPATH=python python3 -m sglang_gemma4 checkpoint \
 	  --variant e2b --layers 8 --weights random --device auto --out $(SERVE_MODEL)
 	scripts/launch_gemma4.sh e2b --model $(SERVE_MODEL) $(SERVE_FLAGS)
