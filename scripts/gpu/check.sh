@@ -8,6 +8,8 @@
 #   mtp          the MTP preset: 26B-A4B-shaped target + assistant draft, full size, dummy weights
 #                (pristine, then patched; pristine 0.5.12 cannot load the draft's config)
 #   bad-input    malformed and hostile requests against a server (default variant e2b)
+#   gpu-tests    every patch's tests on the GPU against the bundle's patched tree (CUDA kernels
+#                for real, and the `gpu`-marked cases CI skips)
 #   serve        `make serve` as a user runs it (patched build): checkpoint made, served, one request
 #   parity       reduced-layer random-weight checkpoints: pristine and patched vs transformers
 #                (default all four variants; e.g. parity:e2b,e4b); E2B/E4B also with CUDA graphs off
@@ -45,6 +47,11 @@ for arg in "$@"; do
            python3 -m sglang_gemma4.harness.smoke --out "$OUT/mtp" --build $build --mtp \
              --variants ${variants:-26b-a4b} -- "${SMOKE_FLAGS[@]}" || { [ $build = pristine ] || status=1; }
          done ;;
+    gpu-tests) tree=${PREFIX:-/tmp/sglang-gemma4}-tree  # the layout the tests expect: TREE/python/sglang
+               mkdir -p "$tree/python" && ln -sfn "${PREFIX:-/tmp/sglang-gemma4}/patched/sglang" "$tree/python/sglang"
+               ( . "${PREFIX:-/tmp/sglang-gemma4}/env-patched.sh"; export PYTHONPATH=$PWD/python:$PYTHONPATH
+                 SGLANG_GEMMA4_TREE=$tree python3 -m pytest -q -p no:cacheprovider test/patches ) 2>&1 |
+                 tee "$OUT/gpu-tests.log" | tail -15 || status=1 ;;
     serve) ( . "${PREFIX:-/tmp/sglang-gemma4}/env-patched.sh"; exec setsid make serve \
                SERVE_FLAGS="-- --cuda-graph-max-bs 8 --piecewise-cuda-graph-max-tokens 512" ) > "$OUT/serve.log" 2>&1 &
            serve_pid=$!

@@ -58,3 +58,14 @@ except ImportError:
     for name in [m for m in sys.modules if m == "sgl_kernel" or m.startswith("sgl_kernel.")]:
         del sys.modules[name]
     sys.meta_path.insert(0, _CudaOnlyFinder(CUDA_ONLY_IMPORTS))
+
+# Triton kernels of the patches run on CPU through Triton's interpreter when there is no GPU. It
+# must be on before any kernel module is imported (triton.jit reads it at decoration time).
+try:
+    import torch
+
+    _has_gpu = torch.cuda.is_available()
+except ImportError:
+    _has_gpu = False
+if not _has_gpu:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
