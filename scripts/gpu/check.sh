@@ -10,6 +10,7 @@
 #   bad-input    malformed and hostile requests against a server (default variant e2b)
 #   gpu-tests    every patch's tests on the GPU against the bundle's patched tree (CUDA kernels
 #                for real, and the `gpu`-marked cases CI skips)
+#   routing      patch 0020's kernel vs the torch routing ops, CUDA-graph replayed, T = 1..512
 #   serve        `make serve` as a user runs it (patched build): checkpoint made, served, one request
 #   parity       reduced-layer random-weight checkpoints: pristine and patched vs transformers
 #                (default all four variants; e.g. parity:e2b,e4b); E2B/E4B also with CUDA graphs off
@@ -52,6 +53,8 @@ for arg in "$@"; do
                ( . "${PREFIX:-/tmp/sglang-gemma4}/env-patched.sh"; export PYTHONPATH=$PWD/python:$PYTHONPATH
                  SGLANG_GEMMA4_TREE=$tree python3 -m pytest -q -p no:cacheprovider test/patches ) 2>&1 |
                  tee "$OUT/gpu-tests.log" | tail -15 || status=1 ;;
+    routing) ( . "${PREFIX:-/tmp/sglang-gemma4}/env-patched.sh"
+               python3 scripts/bench_gemma4_routing.py --out "$OUT/routing" ) || status=1 ;;
     serve) ( . "${PREFIX:-/tmp/sglang-gemma4}/env-patched.sh"; exec setsid make serve \
                SERVE_FLAGS="-- --cuda-graph-max-bs 8 --piecewise-cuda-graph-max-tokens 512" ) > "$OUT/serve.log" 2>&1 &
            serve_pid=$!
