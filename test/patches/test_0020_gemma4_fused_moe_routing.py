@@ -119,9 +119,11 @@ def test_model_uses_the_kernel_and_agrees_with_the_torch_routing(monkeypatch, dt
     calls = []
     monkeypatch.setattr(gemma4_causal, "gemma4_fused_routing",
                         lambda *a: calls.append(a) or gemma4_fused_routing(*a))
+    monkeypatch.delenv("SGLANG_OPT_USE_FUSED_GEMMA4_ROUTING", raising=False)
+    torch_path = route(None, logits, k, True)  # off by default until measured on a GPU
+    assert not calls
+    monkeypatch.setenv("SGLANG_OPT_USE_FUSED_GEMMA4_ROUTING", "1")
     fused = route(None, logits, k, True)
-    monkeypatch.setenv("SGLANG_OPT_USE_FUSED_GEMMA4_ROUTING", "0")  # the kill switch
-    torch_path = route(None, logits, k, True)
     assert len(calls) == 1
     # Equal logits may be ordered (even chosen, at the k-th place) differently by torch.topk, so
     # compare what MoE consumes: the chosen logit values, and each common expert's weight.
