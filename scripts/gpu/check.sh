@@ -15,9 +15,11 @@
 #   parity       reduced-layer random-weight checkpoints: pristine and patched vs transformers
 #                (default all four variants; e.g. parity:e2b,e4b); E2B/E4B also with CUDA graphs off
 #   repro        each crash_repro case (or repro:NAME) against the pristine and the patched build
+#   ab           pristine vs patched, same call: chat 1000/1000 and batch-1 decode (default 26b-a4b)
 #   baseline     pristine 0.5.12 benchmarks: chat 1000/1000, summarization 8000/1000, batch-1
 #                decode (default variant 26b-a4b; e.g. baseline:e4b)
 #
+# PATCHED_ENV="KEY=VALUE ..." is given to the patched servers of parity and ab (opt-in switches).
 # Results and logs go to $OUT (default ./gpu-results) and, packed, to $OUT/results.tgz (the device
 # tool returns few files); the tables are printed last.
 set -euo pipefail
@@ -75,7 +77,7 @@ print("serve: /generate ->", json.loads(urllib.request.urlopen(request, timeout=
 PY
            kill -- -"$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true ;;
     parity) python3 -m sglang_gemma4.harness.parity --out "$OUT/parity" --variants ${variants:-e2b e4b 26b-a4b 31b} \
-              --builds ${PARITY_BUILDS:-pristine patched} \
+              --builds ${PARITY_BUILDS:-pristine patched} --patched-env ${PATCHED_ENV:-} \
               --eager-variants e2b e4b || status=1 ;;
     repro) for case in ${variants:-out-of-vocab-input-ids nan-temperature}; do
              for build in pristine patched; do
@@ -84,6 +86,10 @@ PY
                  { [ "$build" = pristine ] || status=1; }
              done
            done ;;
+    ab) for v in ${variants:-26b-a4b}; do
+          python3 -m sglang_gemma4.harness.bench --variant "$v" --builds pristine patched --workloads chat batch1 \
+            --out "$OUT/ab-$v" --patched-env ${PATCHED_ENV:-} -- --cuda-graph-max-bs 32 || status=1
+        done ;;
     baseline) for v in ${variants:-26b-a4b}; do
                 # capture graphs for the largest concurrency the workloads use (32), not the preset's 64
                 python3 -m sglang_gemma4.harness.bench --variant "$v" --builds pristine --out "$OUT/baseline-$v" \

@@ -1,6 +1,9 @@
-"""The A/B summary: medians per build side by side, ratio patched/pristine, and a plot file."""
+"""The A/B runner's pieces: medians per build side by side, ratio patched/pristine, a plot file, and
+the patched servers' environment."""
 
-from sglang_gemma4.harness.bench import plot, summarize
+import pytest
+
+from sglang_gemma4.harness.bench import patched_env, plot, summarize
 from sglang_gemma4.harness.smoke import pool_sizes
 
 
@@ -22,3 +25,12 @@ def test_summary_has_both_builds_and_their_ratio(tmp_path):
 def test_pool_sizes_are_read_from_the_server_log():
     log = "x\n[..] KV pool: full_layer_tokens=395689, swa_layer_tokens=59353 ...\nmax_total_num_tokens=395689\n"
     assert pool_sizes(log) == {"full_layer_tokens": 395689, "swa_layer_tokens": 59353, "max_total_num_tokens": 395689}
+
+
+def test_patched_env_pairs():
+    assert patched_env(["A=1", "B=x=y"]) == {"A": "1", "B": "x=y"}
+    assert patched_env([]) == {}
+    with pytest.raises(SystemExit, match="KEY=VALUE"):
+        patched_env(["A"])
+    with pytest.raises(SystemExit, match="KEY=VALUE"):
+        patched_env(["=1"])

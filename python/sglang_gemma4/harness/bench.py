@@ -98,6 +98,14 @@ def plot(records: list[dict], builds: list[str], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
+def patched_env(pairs: list[str]) -> dict:
+    """--patched-env KEY=VALUE ... as a dict."""
+    bad = [pair for pair in pairs if "=" not in pair or pair.startswith("=")]
+    if bad:
+        raise SystemExit(f"--patched-env takes KEY=VALUE pairs, got {bad}")
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variant", required=True)
@@ -105,6 +113,8 @@ def main() -> int:
     parser.add_argument("--builds", nargs="+", default=["pristine", "patched"])
     parser.add_argument("--workloads", nargs="+", default=["chat", "summarization", "batch1"], choices=sorted(WORKLOADS))
     parser.add_argument("--model", help="checkpoint dir (default: the launch preset's config-only one, dummy weights)")
+    parser.add_argument("--patched-env", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="environment of the patched server only, e.g. a patch's opt-in switch")
     parser.add_argument("extra", nargs="*", help="launch_server flags after --")
     args = parser.parse_args()
     out = Path(args.out)
@@ -112,7 +122,7 @@ def main() -> int:
     records = []
     for build in args.builds:
         server = Server(args.variant, build, out / f"{args.variant}-{build}.server.log", model=args.model,
-                        extra=args.extra)
+                        extra=args.extra, env=patched_env(args.patched_env) if build == "patched" else {})
         with server:
             tokenizer = args.model or str(Path(__file__).resolve().parents[3] / "checkpoints" / args.variant)
             for workload in args.workloads:

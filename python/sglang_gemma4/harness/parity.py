@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from sglang_gemma4.checkpoint import SPECIAL_TOKENS, hf_config, reduced_text_config, token_ids, write_checkpoint
+from sglang_gemma4.harness.bench import patched_env
 from sglang_gemma4.harness.server import FAST_START, Server, http_json
 
 LAYERS = {"e2b": 8, "e4b": 8, "26b-a4b": 4, "31b": 4}
@@ -129,6 +130,8 @@ def main() -> int:
     parser.add_argument("--eager-variants", nargs="*", default=[],
                         help="variants that also run patched-eager (E2B/E4B: graphs on vs off, patch 0001)")
     parser.add_argument("--checkpoints", default="checkpoints/parity")
+    parser.add_argument("--patched-env", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="environment of the patched servers only, e.g. the kernels' opt-in switches")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -155,7 +158,8 @@ def main() -> int:
             eager = build.endswith("-eager")
             server = Server(variant, build.removesuffix("-eager"), out / f"{variant}-{build}.log",
                             model=str(model_dir.resolve()),
-                            extra=["--disable-radix-cache", *(FAST_START if eager else GRAPH_FLAGS)])
+                            extra=["--disable-radix-cache", *(FAST_START if eager else GRAPH_FLAGS)],
+                            env=patched_env(args.patched_env) if build.startswith("patched") else {})
             try:
                 with server:
                     result = compare(ref["float32"], served(server, batch))
