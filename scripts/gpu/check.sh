@@ -79,7 +79,8 @@ PY
     parity) python3 -m sglang_gemma4.harness.parity --out "$OUT/parity" --variants ${variants:-e2b e4b 26b-a4b 31b} \
               --builds ${PARITY_BUILDS:-pristine patched} --patched-env ${PATCHED_ENV:-} \
               --eager-variants e2b e4b || status=1 ;;
-    repro) for case in ${variants:-out-of-vocab-input-ids nan-temperature}; do
+    repro) all_cases=$(python3 -c 'from sglang_gemma4.harness.repro import CASES; print(*CASES)')
+           for case in ${variants:-$all_cases}; do
              for build in pristine patched; do
                # the pristine build is expected to crash: only the patched one must survive
                python3 -m sglang_gemma4.harness.repro --case "$case" --build "$build" --out "$OUT/repro" ||

@@ -22,6 +22,9 @@ CASES = {  # name: raw /generate body (bytes, so that non-standard JSON such as 
     "nan-temperature": b'{"text": "hi", "sampling_params": {"temperature": NaN, "max_new_tokens": 4}}',
     "huge-top-logprobs": json.dumps({"text": "hi", "return_logprob": True, "top_logprobs_num": 10**6,
                                      "sampling_params": {"max_new_tokens": 4}}).encode(),
+    # sampled (temperature > 0): the bias reaches the softmax
+    "nan-logit-bias": b'{"text": "hi", "sampling_params": {"temperature": 0.7, "logit_bias": {"17": NaN}, '
+                      b'"max_new_tokens": 4}}',
 }
 
 
