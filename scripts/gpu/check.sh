@@ -60,21 +60,7 @@ for arg in "$@"; do
     serve) ( . "${PREFIX:-/tmp/sglang-gemma4}/env-patched.sh"; exec setsid make serve \
                SERVE_FLAGS="-- --cuda-graph-max-bs 8 --piecewise-cuda-graph-max-tokens 512" ) > "$OUT/serve.log" 2>&1 &
            serve_pid=$!
-           python3 - <<'PY' 2>&1 | tee "$OUT/serve-check.txt" || status=1
-import json, time, urllib.request
-deadline = time.time() + 400
-while time.time() < deadline:
-    try:
-        urllib.request.urlopen("http://127.0.0.1:30000/health_generate", timeout=5)
-        break
-    except OSError:
-        time.sleep(3)
-else:
-    raise SystemExit("serve: not ready in 400 s")
-request = urllib.request.Request("http://127.0.0.1:30000/generate", headers={"Content-Type": "application/json"},
-    data=json.dumps({"text": "The patch stack", "sampling_params": {"max_new_tokens": 12, "temperature": 0}}).encode())
-print("serve: /generate ->", json.loads(urllib.request.urlopen(request, timeout=60).read())["text"][:120])
-PY
+           python3 -m sglang_gemma4.harness.ask 2>&1 | tee "$OUT/serve-check.txt" || status=1
            kill -- -"$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true ;;
     parity) python3 -m sglang_gemma4.harness.parity --out "$OUT/parity" --variants ${variants:-e2b e4b 26b-a4b 31b} \
               --builds ${PARITY_BUILDS:-pristine patched} --patched-env ${PATCHED_ENV:-} \

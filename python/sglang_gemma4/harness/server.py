@@ -27,6 +27,19 @@ def http_json(method: str, url: str, payload: dict | None = None, timeout: float
         return e.code, e.read().decode(errors="replace")
 
 
+def wait_ready(url: str, timeout: float, alive=lambda: True) -> bool:
+    """Poll /health_generate until it answers 200 (True), the server dies or time runs out (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and alive():
+        try:
+            if http_json("GET", f"{url}/health_generate", timeout=5)[0] == 200:
+                return True
+        except OSError:
+            pass
+        time.sleep(2)
+    return False
+
+
 @dataclass
 class Server:
     variant: str
@@ -57,18 +70,12 @@ class Server:
         started = time.monotonic()
         self.process = subprocess.Popen(["bash", "-c", command], stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True, cwd=REPO, env={**os.environ, **self.env})
-        while time.monotonic() - started < timeout:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"{self.variant}/{self.build} server exited ({self.process.returncode}); "
-                                   f"log: {self.log_path}\n{self.tail()}")
-            try:
-                status, _ = http_json("GET", f"{self.url}/health_generate", timeout=5)
-                if status == 200:
-                    self.ready_s = time.monotonic() - started
-                    return self
-            except OSError:
-                pass
-            time.sleep(2)
+        if wait_ready(self.url, timeout, alive=lambda: self.process.poll() is None):
+            self.ready_s = time.monotonic() - started
+            return self
+        if self.process.poll() is not None:
+            raise RuntimeError(f"{self.variant}/{self.build} server exited ({self.process.returncode}); "
+                               f"log: {self.log_path}\n{self.tail()}")
         self.stop()
         raise RuntimeError(f"{self.variant}/{self.build} server not ready after {timeout} s\n{self.tail()}")
 

@@ -1,0 +1,59 @@
+"""The readiness wait shared by Server.start and `ask`, against a local stand-in server."""
+
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from sglang_gemma4.harness import ask
+from sglang_gemma4.harness.server import wait_ready
+
+
+class StandIn(BaseHTTPRequestHandler):
+    ready_after = 2  # /health_generate answers 503 this many times first
+    calls = 0
+
+    def reply(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        StandIn.calls += 1
+        self.reply(200 if StandIn.calls > StandIn.ready_after else 503, {})
+
+    def do_POST(self):
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.reply(200, {"text": " w0" * request["sampling_params"]["max_new_tokens"]})
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def url():
+    StandIn.calls = 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), StandIn)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_waits_through_503_until_ready(url):
+    assert wait_ready(url, timeout=30)
+    assert StandIn.calls == StandIn.ready_after + 1
+
+
+def test_gives_up_when_the_server_dies_or_time_runs_out(url):
+    assert not wait_ready(url, timeout=30, alive=lambda: False)
+    assert not wait_ready("http://127.0.0.1:9", timeout=1)
+
+
+def test_ask_sends_one_greedy_request(url, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["ask", "--url", url, "--timeout", "30"])
+    assert ask.main() == 0
+    assert "/generate -> 200" in capsys.readouterr().out
