@@ -114,16 +114,16 @@ def gemma4_routing_function(monkeypatch, experts: int, k: int, scale: torch.Tens
 def test_model_uses_the_kernel_and_agrees_with_the_torch_routing(monkeypatch, dtype):
     experts, k = 128, 8
     scale = random_scale(experts, 11).cpu()
-    route = gemma4_routing_function(monkeypatch, experts, k, scale)
     logits = random_logits(5, experts, dtype, seed=11)
     calls = []
     monkeypatch.setattr(gemma4_causal, "gemma4_fused_routing",
                         lambda *a: calls.append(a) or gemma4_fused_routing(*a))
+    # The switch is read when the layer is built (the closure runs inside captured graphs).
     monkeypatch.delenv("SGLANG_OPT_USE_FUSED_GEMMA4_ROUTING", raising=False)
-    torch_path = route(None, logits, k, True)  # off by default until measured on a GPU
-    assert not calls
+    torch_path = gemma4_routing_function(monkeypatch, experts, k, scale)(None, logits, k, True)
+    assert not calls  # off by default until measured on a GPU
     monkeypatch.setenv("SGLANG_OPT_USE_FUSED_GEMMA4_ROUTING", "1")
-    fused = route(None, logits, k, True)
+    fused = gemma4_routing_function(monkeypatch, experts, k, scale)(None, logits, k, True)
     assert len(calls) == 1
     # Equal logits may be ordered (even chosen, at the k-th place) differently by torch.topk, so
     # compare what MoE consumes: the chosen logit values, and each common expert's weight.
