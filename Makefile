@@ -1,6 +1,7 @@
 # sglang-gemma4: the pinned sglang release (upstream.toml) + patches/series -> a patched sglang.
 #
-#   make            apply + build: work/sglang (git, one commit per patch) and dist/*.whl
+#   make            apply + build: work/sglang (git, one commit per patch) and dist/*.whl;
+#                   on a GPU host whose python3 imports the patched sglang, then serve
 #   make test       lint, series checks, tool tests and every patch's CPU tests
 #   make help       everything else
 
@@ -14,7 +15,11 @@ APPLY_FLAGS := $(if $(FORCE),--force,)
 .DEFAULT_GOAL := all
 .PHONY: all help fetch apply build status version lint readme refresh new rebase test verify-tests bundle serve gpu-parity clean-work clean
 
-all: apply build  ## the main job: apply the series and build the patched wheel
+all: apply build  ## the main job: apply + build; on a GPU host whose python3 has the patched sglang, serve
+	@if nvidia-smi -L >/dev/null 2>&1; then \
+	  if python3 scripts/check_patched_sglang.py >/dev/null 2>&1; then $(MAKE) --no-print-directory serve; \
+	  else echo "make: GPU host: to serve, install dist/*.whl (or source env-patched.sh from the bundle), then make serve"; fi; \
+	fi
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
