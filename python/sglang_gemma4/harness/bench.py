@@ -15,6 +15,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from sglang_gemma4.harness import pool_usage
 from sglang_gemma4.harness.server import Server
 from sglang_gemma4.harness.smoke import pool_sizes
 
@@ -26,7 +27,9 @@ WORKLOADS = {
     "decode-burst": (100, 1000, 64, 64),
     "batch1": (128, 256, 8, 1),
 }
-METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "median_itl_ms", "duration")
+METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "median_itl_ms", "duration",
+           "peak_running_req", "peak_queue_req", "peak_full_token_usage", "peak_swa_token_usage",
+           "retracted_reqs", "prefill_cached_tokens")
 
 
 def server_errors(server: Server) -> int:
@@ -45,6 +48,7 @@ def run_workload(server: Server, name: str, tokenizer: str, out: Path) -> dict:
                f"--random-range-ratio 1.0 --num-prompts {prompts} --max-concurrency {concurrency} --seed 1 "
                f"--output-file {raw}")
     errors_before = server_errors(server)
+    log_before = len(server.log_path.read_text(errors="replace"))
     with open(out / f"{server.variant}-{server.build}-{name}.client.log", "w") as log:
         subprocess.run(["bash", "-c", command], stdout=log, stderr=subprocess.STDOUT, check=True)
     if server_errors(server) != errors_before:
@@ -56,8 +60,10 @@ def run_workload(server: Server, name: str, tokenizer: str, out: Path) -> dict:
         # Streamed text that decodes to nothing makes TTFT and ITL read 0: refuse such a run.
         raise RuntimeError(f"{name}: the streamed output decoded to no text (retokenized tokens = 0); "
                            f"its latencies are meaningless. Client log: {raw.with_suffix('.client.log')}")
+    log = server.log_path.read_text(errors="replace")
+    # Pool sizes from the start-up lines; peaks, queueing and re-prefill from this workload's lines.
     record.update(build=server.build, variant=server.variant, workload=name, command=command,
-                  **pool_sizes(server.log_path.read_text(errors="replace")))
+                  **pool_sizes(log), **pool_usage.summary(pool_usage.parse(log[log_before:])))
     return record
 
 
@@ -133,6 +139,8 @@ def main() -> int:
                     f.write(json.dumps(record) + "\n")
                 print(f"{args.variant} {build} {workload}: " + ", ".join(
                     f"{m}={record.get(m, 0):.2f}" for m in METRICS), flush=True)
+            pool_usage.plot(pool_usage.parse(server.log_path.read_text(errors="replace")),
+                            out / f"{args.variant}-{build}-pools.png", f"{args.variant} {build}: KV pools over the run")
     table = summarize(records, args.builds)
     (out / "summary.md").write_text(f"# {args.variant}: {' vs '.join(args.builds)}\n\n{table}\n")
     plot(records, args.builds, out / "summary.png")

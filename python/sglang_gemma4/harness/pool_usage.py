@@ -1,0 +1,94 @@
+"""KV pool usage over a run, read from the server's own log lines (the scheduler logs every prefill
+batch and every `decode_log_interval` decode steps).
+
+    python -m sglang_gemma4.harness.pool_usage SERVER_LOG [--png FILE]
+
+Per run: peak running and queued requests, peak full-attention and SWA pool usage, requests
+retracted because the pool ran out, and the prompt tokens prefilled and served from the radix cache
+(`#cached-token`) — the numbers issue #9 compares across SWA ratios.
+"""
+
+import argparse
+import json
+import re
+from datetime import datetime
+from pathlib import Path
+
+STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] "
+                   r"(?:(Prefill|Decode) batch,|KV cache pool is full\. (Retract) requests\.) (.*)$")
+FIELD = re.compile(r"(#?[a-z][a-z_ -]*?): ([\d.]+)")
+
+
+def parse(log: str) -> list[dict]:
+    """One sample per prefill/decode/retract log line: seconds since the first one, the kind and its
+    numeric fields (running_req, queue_req, full_token_usage, swa_token_usage, retracted_reqs, ...)."""
+    samples, start = [], None
+    for line in log.splitlines():
+        match = STAMP.match(line)
+        if not match:
+            continue
+        when = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S")
+        start = start or when
+        sample = {"t": (when - start).total_seconds(), "kind": (match.group(2) or match.group(3)).lower()}
+        for name, value in FIELD.findall(match.group(4)):
+            key = name.strip().lstrip("#").replace(" ", "_").replace("-", "_")
+            sample[key] = float(value)
+        samples.append(sample)
+    return samples
+
+
+def summary(samples: list[dict]) -> dict:
+    def peak(key: str) -> float:
+        return max((s[key] for s in samples if key in s), default=0.0)
+
+    prefills = [s for s in samples if s["kind"] == "prefill"]
+    return {
+        "peak_running_req": peak("running_req"), "peak_queue_req": peak("queue_req"),
+        "peak_full_token_usage": peak("full_token_usage"), "peak_swa_token_usage": peak("swa_token_usage"),
+        "peak_full_tokens": peak("full_token"), "peak_swa_tokens": peak("swa_token"),
+        "prefill_new_tokens": sum(s.get("new_token", 0) for s in prefills),
+        "prefill_cached_tokens": sum(s.get("cached_token", 0) for s in prefills),
+        # decode ran out of KV pool: these requests went back to the queue and are prefilled again
+        "retracted_reqs": sum(s.get("retracted_reqs", 0) for s in samples if s["kind"] == "retract"),
+    }
+
+
+def plot(samples: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (pools, requests) = plt.subplots(2, 1, figsize=(10, 6), sharex=True)
+    for key, label in (("full_token_usage", "full-attention pool"), ("swa_token_usage", "SWA pool")):
+        points = [(s["t"], s[key]) for s in samples if key in s]
+        pools.step([t for t, _ in points], [v for _, v in points], where="post", label=label)
+    pools.set_ylabel("usage")
+    pools.set_ylim(0, 1.05)
+    pools.legend()
+    for key, label in (("running_req", "running"), ("queue_req", "queued")):
+        points = [(s["t"], s[key]) for s in samples if key in s]
+        requests.step([t for t, _ in points], [v for _, v in points], where="post", label=label)
+    requests.set_ylabel("requests")
+    requests.set_xlabel("seconds since the first batch (values as last logged)")
+    requests.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("log")
+    parser.add_argument("--png", help="write the usage timeline here")
+    args = parser.parse_args()
+    samples = parse(Path(args.log).read_text(errors="replace"))
+    print(json.dumps(summary(samples), indent=1))
+    if args.png:
+        plot(samples, Path(args.png), Path(args.log).name)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

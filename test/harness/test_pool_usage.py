@@ -1,0 +1,33 @@
+"""Pool usage read back from scheduler log lines: fields, peaks, re-prefill, the timeline plot."""
+
+from sglang_gemma4.harness.pool_usage import parse, plot, summary
+
+LOG = """\
+[2026-11-22 06:57:14] Prefill batch, #new-seq: 2, #new-token: 2000, #cached-token: 0, full token usage: 0.02, swa token usage: 0.03, #running-req: 0, #queue-req: 5, #pending-token: 0, cuda graph: True, input throughput (token/s): 57.73
+[2026-11-22 06:57:14] INFO:     127.0.0.1:1 - "POST /generate HTTP/1.1" 200 OK
+[2026-11-22 06:57:17] Decode batch, #running-req: 2, #full token: 2100, full token usage: 0.40, #swa token: 2100, swa token usage: 0.97, cuda graph: True, gen throughput (token/s): 421.50, #queue-req: 7
+[2026-11-22 06:57:19] KV cache pool is full. Retract requests. #retracted_reqs: 2, #new_tokens_gained: 611, #new_token_ratio: 0.0980 -> 0.6343
+[2026-11-22 06:57:20] Prefill batch, #new-seq: 1, #new-token: 300, #cached-token: 700, full token usage: 0.45, swa token usage: 0.99, #running-req: 2, #queue-req: 6, #pending-token: 0, cuda graph: False, input throughput (token/s): 100.00
+"""
+
+
+def test_parses_both_kinds_of_batch_line():
+    samples = parse(LOG)
+    assert [s["kind"] for s in samples] == ["prefill", "decode", "retract", "prefill"]
+    assert [s["t"] for s in samples] == [0.0, 3.0, 5.0, 6.0]
+    assert samples[0]["new_token"] == 2000 and samples[0]["queue_req"] == 5
+    assert samples[1]["swa_token"] == 2100 and samples[1]["swa_token_usage"] == 0.97
+
+
+def test_summary_takes_peaks_and_counts_cached_prefill():
+    result = summary(parse(LOG))
+    assert result["peak_queue_req"] == 7 and result["peak_running_req"] == 2
+    assert result["peak_swa_token_usage"] == 0.99 and result["peak_full_token_usage"] == 0.45
+    assert (result["prefill_new_tokens"], result["prefill_cached_tokens"]) == (2300, 700)
+    assert result["retracted_reqs"] == 2
+    assert summary([])["peak_swa_token_usage"] == 0.0
+
+
+def test_timeline_plot(tmp_path):
+    plot(parse(LOG), tmp_path / "pools.png", "test")
+    assert (tmp_path / "pools.png").stat().st_size > 1000
