@@ -24,6 +24,7 @@
 # tool returns few files); the tables are printed last.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+export PREFIX=${PREFIX:-/tmp/sglang-gemma4}  # where setup.sh installs the bundle
 OUT=${OUT:-$PWD/gpu-results}
 RESULTS=$OUT
 mkdir -p "$RESULTS/results"
@@ -34,7 +35,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 bash scripts/gpu/setup.sh dist/bundle 2>&1 | tee "$OUT/setup.log"
 # The harness itself (checkpoints, transformers reference, bench client) runs on the pristine build's
 # packages, so transformers is the release sglang pins on both sides of every comparison.
-. "${PREFIX:-/tmp/sglang-gemma4}/env-pristine.sh"
+. "$PREFIX/env-pristine.sh"
 export PYTHONPATH=$PWD/python:$PYTHONPATH
 # Small capture sets keep each server start short; the benches below use the preset's.
 SMOKE_FLAGS=(--cuda-graph-max-bs 8 --piecewise-cuda-graph-max-tokens 512)
@@ -50,14 +51,14 @@ for arg in "$@"; do
            python3 -m sglang_gemma4.harness.smoke --out "$OUT/mtp" --build $build --mtp \
              --variants ${variants:-26b-a4b} -- "${SMOKE_FLAGS[@]}" || { [ $build = pristine ] || status=1; }
          done ;;
-    gpu-tests) tree=${PREFIX:-/tmp/sglang-gemma4}-tree  # the layout the tests expect: TREE/python/sglang
-               mkdir -p "$tree/python" && ln -sfn "${PREFIX:-/tmp/sglang-gemma4}/patched/sglang" "$tree/python/sglang"
-               ( . "${PREFIX:-/tmp/sglang-gemma4}/env-patched.sh"; export PYTHONPATH=$PWD/python:$PYTHONPATH
+    gpu-tests) tree=$PREFIX-tree  # the layout the tests expect: TREE/python/sglang
+               mkdir -p "$tree/python" && ln -sfn "$PREFIX/patched/sglang" "$tree/python/sglang"
+               ( . "$PREFIX/env-patched.sh"; export PYTHONPATH=$PWD/python:$PYTHONPATH
                  SGLANG_GEMMA4_TREE=$tree python3 -m pytest -q -p no:cacheprovider test/patches ) 2>&1 |
                  tee "$OUT/gpu-tests.log" | tail -15 || status=1 ;;
-    routing) ( . "${PREFIX:-/tmp/sglang-gemma4}/env-patched.sh"
+    routing) ( . "$PREFIX/env-patched.sh"
                python3 scripts/bench_gemma4_routing.py --out "$OUT/routing" ) || status=1 ;;
-    serve) ( . "${PREFIX:-/tmp/sglang-gemma4}/env-patched.sh"; exec setsid make serve \
+    serve) ( . "$PREFIX/env-patched.sh"; exec setsid make serve \
                SERVE_FLAGS="-- --cuda-graph-max-bs 8 --piecewise-cuda-graph-max-tokens 512" ) > "$OUT/serve.log" 2>&1 &
            serve_pid=$!
            python3 -m sglang_gemma4.harness.ask 2>&1 | tee "$OUT/serve-check.txt" || status=1
