@@ -1,4 +1,5 @@
-"""The readiness wait shared by Server.start and `ask`, against a local stand-in server."""
+"""The harness's HTTP helpers (the readiness wait shared by Server.start and `ask`, raw and JSON
+posts) against a local stand-in server."""
 
 import json
 import sys
@@ -8,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from sglang_gemma4.harness import ask
-from sglang_gemma4.harness.server import wait_ready
+from sglang_gemma4.harness.server import http_json, wait_ready
 
 
 class StandIn(BaseHTTPRequestHandler):
@@ -57,3 +58,9 @@ def test_ask_sends_one_greedy_request(url, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["ask", "--url", url, "--timeout", "30"])
     assert ask.main() == 0
     assert "/generate -> 200" in capsys.readouterr().out
+
+
+def test_posts_bytes_as_they_are_and_objects_as_json(url):
+    # Bytes carry what json.dumps would refuse to write as sent (e.g. NaN); the stand-in parses both.
+    assert http_json("POST", f"{url}/generate", b'{"sampling_params": {"max_new_tokens": 2}}') == (200, '{"text": " w0 w0"}')
+    assert http_json("POST", f"{url}/generate", {"sampling_params": {"max_new_tokens": 1}}) == (200, '{"text": " w0"}')

@@ -3,8 +3,9 @@ the patched servers' environment."""
 
 import pytest
 
-from sglang_gemma4.harness.bench import patched_env, plot, summarize
-from sglang_gemma4.harness.smoke import pool_sizes
+from sglang_gemma4.harness.bench import plot, summarize
+from sglang_gemma4.harness.pool_usage import pool_sizes
+from sglang_gemma4.harness.server import patched_env
 
 
 def record(build, throughput, tpot):

@@ -7,7 +7,6 @@ Writes DIR/bad_input.jsonl and DIR/bad_input.md.  Bounded: one request per case,
 """
 
 import argparse
-import http.client as httpclient
 import json
 import socket
 import time
@@ -15,14 +14,6 @@ import urllib.parse
 from pathlib import Path
 
 from sglang_gemma4.harness.server import FAST_START, Server, http_json
-
-
-def raw_post(url: str, path: str, body: bytes, timeout: float = 60) -> tuple[int, str]:
-    parts = urllib.parse.urlsplit(url)
-    connection = httpclient.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
-    connection.request("POST", path, body=body, headers={"Content-Type": "application/json"})
-    response = connection.getresponse()
-    return response.status, response.read().decode(errors="replace")
 
 
 def aborted_stream(url: str) -> tuple[int, str]:
@@ -107,8 +98,6 @@ def run(args, out: Path) -> int:
         try:
             if payload is None:
                 status, body = aborted_stream(args.url)
-            elif isinstance(payload, bytes):
-                status, body = raw_post(args.url, path, payload)
             else:
                 status, body = http_json("POST", f"{args.url}{path}", payload, timeout=60)
         except OSError as e:

@@ -16,8 +16,7 @@ import subprocess
 from pathlib import Path
 
 from sglang_gemma4.harness import pool_usage
-from sglang_gemma4.harness.server import Server
-from sglang_gemma4.harness.smoke import pool_sizes
+from sglang_gemma4.harness.server import Server, patched_env
 
 # name: (input len, output len, prompts, max concurrency)
 WORKLOADS = {
@@ -32,10 +31,6 @@ METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "median_itl_
            "retracted_reqs", "prefill_cached_tokens")
 
 
-def server_errors(server: Server) -> int:
-    return server.log_path.read_text(errors="replace").count("[http_server] Error")
-
-
 def run_workload(server: Server, name: str, tokenizer: str, out: Path) -> dict:
     input_len, output_len, prompts, concurrency = WORKLOADS[name]
     raw = out / f"{server.variant}-{server.build}-{name}.jsonl"
@@ -47,11 +42,11 @@ def run_workload(server: Server, name: str, tokenizer: str, out: Path) -> dict:
                f"--tokenizer {tokenizer} --random-input-len {input_len} --random-output-len {output_len} "
                f"--random-range-ratio 1.0 --num-prompts {prompts} --max-concurrency {concurrency} --seed 1 "
                f"--output-file {raw}")
-    errors_before = server_errors(server)
     log_before = len(server.log_path.read_text(errors="replace"))
     with open(out / f"{server.variant}-{server.build}-{name}.client.log", "w") as log:
         subprocess.run(["bash", "-c", command], stdout=log, stderr=subprocess.STDOUT, check=True)
-    if server_errors(server) != errors_before:
+    log = server.log_path.read_text(errors="replace")
+    if "[http_server] Error" in log[log_before:]:
         # bench_serving counts a rejected request as a success with its requested output length.
         raise RuntimeError(f"{name}: the server rejected requests during the run (see {server.log_path}); "
                            "its numbers would count them as served")
@@ -60,10 +55,9 @@ def run_workload(server: Server, name: str, tokenizer: str, out: Path) -> dict:
         # Streamed text that decodes to nothing makes TTFT and ITL read 0: refuse such a run.
         raise RuntimeError(f"{name}: the streamed output decoded to no text (retokenized tokens = 0); "
                            f"its latencies are meaningless. Client log: {raw.with_suffix('.client.log')}")
-    log = server.log_path.read_text(errors="replace")
     # Pool sizes from the start-up lines; peaks, queueing and re-prefill from this workload's lines.
     record.update(build=server.build, variant=server.variant, workload=name, command=command,
-                  **pool_sizes(log), **pool_usage.summary(pool_usage.parse(log[log_before:])))
+                  **pool_usage.pool_sizes(log), **pool_usage.summary(pool_usage.parse(log[log_before:])))
     return record
 
 
@@ -102,14 +96,6 @@ def plot(records: list[dict], builds: list[str], path: Path) -> None:
     fig.suptitle(f"{records[0]['variant']}: " + " vs ".join(builds))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-
-
-def patched_env(pairs: list[str]) -> dict:
-    """--patched-env KEY=VALUE ... as a dict."""
-    bad = [pair for pair in pairs if "=" not in pair or pair.startswith("=")]
-    if bad:
-        raise SystemExit(f"--patched-env takes KEY=VALUE pairs, got {bad}")
-    return dict(pair.split("=", 1) for pair in pairs)
 
 
 def main() -> int:

@@ -17,8 +17,7 @@ import json
 from pathlib import Path
 
 from sglang_gemma4.checkpoint import SPECIAL_TOKENS, hf_config, reduced_text_config, token_ids, write_checkpoint
-from sglang_gemma4.harness.bench import patched_env
-from sglang_gemma4.harness.server import FAST_START, Server, http_json
+from sglang_gemma4.harness.server import FAST_START, Server, http_json, patched_env
 
 LAYERS = {"e2b": 8, "e4b": 8, "26b-a4b": 4, "31b": 4}
 TOP = 20

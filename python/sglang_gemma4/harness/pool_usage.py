@@ -17,6 +17,12 @@ from pathlib import Path
 STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] "
                    r"(?:(Prefill|Decode) batch,|KV cache pool is full\. (Retract) requests\.) (.*)$")
 FIELD = re.compile(r"(#?[a-z][a-z_ -]*?): ([\d.]+)")
+POOL_SIZE = re.compile(r"(full_layer_tokens|swa_layer_tokens|max_total_num_tokens)=(\d+)")
+
+
+def pool_sizes(log: str) -> dict:
+    """The KV pool sizes the server logs at start-up (tokens per layer type)."""
+    return {name: int(value) for name, value in POOL_SIZE.findall(log)}
 
 
 def parse(log: str) -> list[dict]:

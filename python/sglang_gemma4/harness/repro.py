@@ -12,8 +12,8 @@ import json
 import time
 from pathlib import Path
 
-from sglang_gemma4.harness.bad_input import good_request, raw_post
-from sglang_gemma4.harness.server import FAST_START, Server
+from sglang_gemma4.harness.bad_input import good_request
+from sglang_gemma4.harness.server import FAST_START, Server, http_json
 
 VOCAB = 262144
 CASES = {  # name: raw /generate body (bytes, so that non-standard JSON such as NaN goes as sent)
@@ -39,7 +39,7 @@ def main() -> int:
                     extra=FAST_START)
     with server:
         try:
-            status, body = raw_post(server.url, "/generate", CASES[args.case])
+            status, body = http_json("POST", f"{server.url}/generate", CASES[args.case], timeout=60)
         except OSError as e:
             status, body = 0, repr(e)
         time.sleep(3)  # a device-side assert surfaces asynchronously

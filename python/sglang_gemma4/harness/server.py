@@ -17,14 +17,23 @@ LAUNCH = REPO / "scripts" / "launch_gemma4.sh"
 FAST_START = ["--disable-cuda-graph", "--disable-piecewise-cuda-graph"]
 
 
-def http_json(method: str, url: str, payload: dict | None = None, timeout: float = 120) -> tuple[int, str]:
-    data = json.dumps(payload).encode() if payload is not None else None
+def http_json(method: str, url: str, payload: dict | bytes | None = None, timeout: float = 120) -> tuple[int, str]:
+    """(status, body). Bytes go as they are (e.g. non-standard JSON such as NaN), anything else as JSON."""
+    data = payload if isinstance(payload, bytes) else None if payload is None else json.dumps(payload).encode()
     request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, response.read().decode(errors="replace")
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode(errors="replace")
+
+
+def patched_env(pairs: list[str]) -> dict:
+    """--patched-env KEY=VALUE ... as a dict."""
+    bad = [pair for pair in pairs if "=" not in pair or pair.startswith("=")]
+    if bad:
+        raise SystemExit(f"--patched-env takes KEY=VALUE pairs, got {bad}")
+    return dict(pair.split("=", 1) for pair in pairs)
 
 
 def wait_ready(url: str, timeout: float, alive=lambda: True) -> bool:

@@ -7,17 +7,11 @@ Writes DIR/smoke.jsonl (one record per server) and DIR/<variant>-<build>.log; pr
 
 import argparse
 import json
-import re
 import time
 from pathlib import Path
 
+from sglang_gemma4.harness.pool_usage import pool_sizes
 from sglang_gemma4.harness.server import Server, http_json
-
-POOL = re.compile(r"(full_layer_tokens|swa_layer_tokens|max_total_num_tokens)=(\d+)")
-
-
-def pool_sizes(log: str) -> dict:
-    return {name: int(value) for name, value in POOL.findall(log)}
 
 
 def check(server: Server) -> dict:
