@@ -65,11 +65,15 @@ def sglang_text_config(config: dict) -> dict:
     return out
 
 
+def ordinary_ids(vocab_size: int) -> int:
+    """Ids below this are ordinary tokens (they decode to text); the specials take the ids above."""
+    return vocab_size - len(SPECIAL_TOKENS)
+
+
 def special_ids(vocab_size: int) -> dict[str, int]:
     """The specials take the top ids. A dummy-weight model's degenerate argmax (ties, NaN) lands on
     the lowest ids; specials there decode to nothing (they are skipped) and empty the stream."""
-    first = vocab_size - len(SPECIAL_TOKENS)
-    return {name: first + i for i, name in enumerate(SPECIAL_TOKENS)}
+    return {name: ordinary_ids(vocab_size) + i for i, name in enumerate(SPECIAL_TOKENS)}
 
 
 def token_ids(vocab_size: int) -> dict[str, int]:
@@ -99,7 +103,7 @@ def build_tokenizer(texts: list[str], vocab_size: int):
     model = json.loads(trained.to_str())["model"]
     learned = [t for t, _ in sorted(model["vocab"].items(), key=lambda item: item[1]) if t not in SPECIAL_TOKENS]
     fillers, taken, n = [], set(learned), 0
-    while len(fillers) < vocab_size - len(SPECIAL_TOKENS) - len(learned):
+    while len(fillers) < ordinary_ids(vocab_size) - len(learned):
         if f"Ġw{n}" not in taken:  # "Ġ" is the byte-level space: decodes to " w123"
             fillers.append(f"Ġw{n}")
         n += 1
@@ -223,7 +227,7 @@ def write_random_weights(text: dict, arch: str, out: Path, seed: int, device: st
     with torch.device(device):  # built where it is initialised: a 31B-wide model is slow on CPU
         model = hf_model(text, arch).to(torch.float32)
     init_random_(model, seed)
-    probe = torch.randint(0, text["vocab_size"] - len(SPECIAL_TOKENS), (1, 64), generator=torch.Generator().manual_seed(seed))
+    probe = torch.randint(0, ordinary_ids(text["vocab_size"]), (1, 64), generator=torch.Generator().manual_seed(seed))
     rms = hidden_rms(model, probe.to(device))
     log("checkpoint: hidden-state RMS (embedding, then each layer): " + " ".join(f"{r:.2f}" for r in rms))
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)

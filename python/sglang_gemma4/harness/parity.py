@@ -16,7 +16,7 @@ import argparse
 import json
 from pathlib import Path
 
-from sglang_gemma4.checkpoint import SPECIAL_TOKENS, hf_config, reduced_text_config, token_ids, write_checkpoint
+from sglang_gemma4.checkpoint import hf_config, ordinary_ids, reduced_text_config, token_ids, write_checkpoint
 from sglang_gemma4.harness.server import FAST_START, Server, http_json, patched_env
 
 LAYERS = {"e2b": 8, "e4b": 8, "26b-a4b": 4, "31b": 4}
@@ -39,7 +39,7 @@ def prompts(text: dict, seed: int = 0) -> list[list[int]]:
     import torch
 
     g = torch.Generator().manual_seed(seed)
-    bos, ordinary = token_ids(text["vocab_size"])["bos_token_id"], text["vocab_size"] - len(SPECIAL_TOKENS)
+    bos, ordinary = token_ids(text["vocab_size"])["bos_token_id"], ordinary_ids(text["vocab_size"])
     return [[bos] + torch.randint(0, ordinary, (n - 1,), generator=g).tolist() for n in prompt_lengths(text)]
 
 
