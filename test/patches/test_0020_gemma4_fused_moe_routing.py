@@ -8,13 +8,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from kernel_inputs import DEVICE, gpu_marks
 from sglang.srt.layers.gemma4_fused_ops import fused_gemma4_routing_supported, gemma4_fused_routing
 from sglang.srt.models import gemma4_causal
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 TOKENS = (1, 8, 64, 512, 4096)
-INTERPRETED_MAX_TOKENS = 8  # the interpreter runs programs one by one in numpy
 # (experts, top-k) pairs x dtypes, token counts cycled through: 36 shape/dtype cases.
 GRID = [(e, k, dtype, TOKENS[i % len(TOKENS)])
         for i, ((e, k), dtype) in enumerate(itertools.product(
@@ -42,12 +41,8 @@ def random_scale(experts: int, seed: int) -> torch.Tensor:
     return (1 + 0.1 * torch.randn(experts, generator=g)).to(DEVICE)
 
 
-def case_marks(tokens: int):
-    return [pytest.mark.gpu] if tokens > INTERPRETED_MAX_TOKENS else []
-
-
 @pytest.mark.parametrize("experts, k, dtype, tokens",
-                         [pytest.param(*c, marks=case_marks(c[3])) for c in GRID])
+                         [pytest.param(*c, marks=gpu_marks(c[3])) for c in GRID])
 def test_matches_float32_reference(experts, k, dtype, tokens):
     logits, scale = random_logits(tokens, experts, dtype, seed=tokens + experts + k), random_scale(experts, k)
     weights, ids = gemma4_fused_routing(logits, scale, k)

@@ -6,31 +6,17 @@ import pytest
 import torch
 from torch import nn
 
+from kernel_inputs import DEVICE, gpu_marks, randn
+from kernel_inputs import rmsnorm_reference as rmsnorm
 from sglang.srt.layers.gemma4_fused_ops import gemma_gelu_tanh_mul, gemma_rmsnorm_residual_scalar
 from sglang.srt.layers.layernorm import Gemma4RMSNorm, RMSNorm
 from sglang.srt.models.gemma4_causal import Gemma4DecoderLayer
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-INTERPRETED_MAX_TOKENS = 8
 TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1.6e-2, torch.float16: 2e-3}
 
 
-def marks(tokens: int):
-    return [pytest.mark.gpu] if tokens > INTERPRETED_MAX_TOKENS else []
-
-
-def randn(*shape, dtype=torch.float32, seed=0, scale=1.0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g) * scale).to(dtype).to(DEVICE)
-
-
-def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    x = x.float()
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
-
-
 @pytest.mark.parametrize("tokens, width, dtype", [
-    pytest.param(t, n, d, marks=marks(t))
+    pytest.param(t, n, d, marks=gpu_marks(t))
     for t, n, d in [(1, 256, torch.bfloat16), (5, 256, torch.float16), (8, 100, torch.float32),
                     (64, 256, torch.bfloat16), (4096, 256, torch.bfloat16), (512, 256, torch.float16)]])
 def test_gelu_tanh_mul_matches_float32(tokens, width, dtype):
@@ -51,7 +37,7 @@ def test_gelu_tanh_mul_reads_one_layer_of_the_per_layer_inputs():
 
 
 @pytest.mark.parametrize("tokens, width, dtype", [
-    pytest.param(t, n, d, marks=marks(t))
+    pytest.param(t, n, d, marks=gpu_marks(t))
     for t, n, d in [(3, 1536, torch.bfloat16), (8, 2560, torch.float32), (256, 2560, torch.bfloat16)]])
 def test_rmsnorm_residual_without_scalar(tokens, width, dtype):
     x, residual = randn(tokens, width, dtype=dtype, seed=5, scale=4), randn(tokens, width, dtype=dtype, seed=6)
@@ -99,7 +85,7 @@ def ple_tail_reference(layer, hidden_states, residual, per_layer_input):
 
 
 @pytest.mark.parametrize("tokens, hidden, dtype", [
-    pytest.param(t, h, d, marks=marks(t))
+    pytest.param(t, h, d, marks=gpu_marks(t))
     for t, h, d in [(4, 256, torch.float32), (3, 512, torch.bfloat16), (128, 1536, torch.bfloat16),
                     (64, 2560, torch.bfloat16)]])
 def test_fused_ple_tail_matches_float32_reference(tokens, hidden, dtype):

@@ -9,23 +9,13 @@ import pytest
 import torch
 from torch import nn
 
+from kernel_inputs import DEVICE, gpu_marks, randn
+from kernel_inputs import rmsnorm_reference as rmsnorm
 from sglang.srt.layers.gemma4_fused_ops import gemma4_post_attention_norms
 from sglang.srt.layers.layernorm import RMSNorm
 from sglang.srt.models.gemma4_causal import Gemma4DecoderLayer, Gemma4Router
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-INTERPRETED_MAX_TOKENS = 8
 EPS = 1e-6
-
-
-def randn(*shape, dtype=torch.float32, seed=0, scale=1.0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(*shape, generator=g) * scale).to(dtype).to(DEVICE)
-
-
-def rmsnorm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    x = x.float()
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * weight.float()
 
 
 def reference(attn, residual, w_post, w_ff, router_scale, w_moe):
@@ -37,7 +27,7 @@ def reference(attn, residual, w_post, w_ff, router_scale, w_moe):
 
 
 @pytest.mark.parametrize("tokens, hidden, dtype", [
-    pytest.param(t, h, d, marks=[pytest.mark.gpu] if t > INTERPRETED_MAX_TOKENS else [])
+    pytest.param(t, h, d, marks=gpu_marks(t))
     for t, h, d in [(1, 2816, torch.bfloat16), (5, 2816, torch.float32), (8, 1000, torch.bfloat16),
                     (64, 2816, torch.bfloat16), (512, 2816, torch.bfloat16), (4096, 2816, torch.bfloat16)]])
 def test_matches_float32_reference(tokens, hidden, dtype):
