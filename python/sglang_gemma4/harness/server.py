@@ -100,10 +100,6 @@ class Server:
     def tail(self, lines: int = 30) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:]) if self.log_path.exists() else ""
 
-    def server_info(self) -> dict:
-        status, body = http_json("GET", f"{self.url}/get_server_info")
-        return json.loads(body) if status == 200 else {}
-
     def __enter__(self) -> "Server":
         return self.start()
 
