@@ -16,6 +16,13 @@
 #                (default all four variants; e.g. parity:e2b,e4b); E2B/E4B also with CUDA graphs off
 #   repro        each crash_repro case (or repro:NAME) against the pristine and the patched build
 #   ab           pristine vs patched, same call: chat 1000/1000 and batch-1 decode (default 26b-a4b)
+#   kernels      the fused kernels (0020, 0030, 0040) off vs on, patched build, same call:
+#                batch-1 decode and chat 1000/1000, or $KERNEL_WORKLOADS (default 26b-a4b; graphs up
+#                to batch 64, as decode-burst runs 64 requests)
+#   swa          issue #9's SWA pool study on the full 26B-A4B shape, patched build: summarization
+#                8000/1000 x 80 and chat 1000/1000 per setup (default r0.8,r0.15; the others add
+#                the leaf-lock release (-leaf) or --disable-radix-cache (-noradix)), into $OUT/swa;
+#                piecewise graphs off for a shorter start (prefill speed is not what it compares)
 #   baseline     pristine 0.5.12 benchmarks: chat 1000/1000, summarization 8000/1000, batch-1
 #                decode (default variant 26b-a4b; e.g. baseline:e4b)
 #
@@ -78,6 +85,25 @@ for arg in "$@"; do
           python3 -m sglang_gemma4.harness.bench --variant "$v" --builds pristine patched --workloads chat batch1 \
             --out "$OUT/ab-$v" --patched-env ${PATCHED_ENV:-} -- --cuda-graph-max-bs 32 || status=1
         done ;;
+    kernels) unfused="SGLANG_OPT_USE_FUSED_GEMMA4_ROUTING=0 SGLANG_OPT_USE_FUSED_GEMMA4_PLE_TAIL=0"
+             unfused+=" SGLANG_OPT_USE_FUSED_GEMMA4_MOE_NORMS=0"
+             for v in ${variants:-26b-a4b}; do
+               python3 -m sglang_gemma4.harness.bench --variant "$v" --out "$OUT/kernels-$v" --workloads ${KERNEL_WORKLOADS:-batch1 chat} \
+                 --config "unfused=patched $unfused" --config "fused=patched" -- --cuda-graph-max-bs 64 || status=1
+             done ;;
+    swa) declare -A swa_setups=(
+           [r0.8]="--swa-full-tokens-ratio 0.8" [r0.15]="--swa-full-tokens-ratio 0.15"
+           [r0.8-leaf]="SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW=1 --swa-full-tokens-ratio 0.8"
+           [r0.15-leaf]="SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW=1 --swa-full-tokens-ratio 0.15"
+           [r0.8-noradix]="--swa-full-tokens-ratio 0.8 --disable-radix-cache"
+           [r0.15-noradix]="--swa-full-tokens-ratio 0.15 --disable-radix-cache")
+         setups=()
+         for name in ${variants:-r0.8 r0.15}; do
+           [ -n "${swa_setups[$name]:-}" ] || { echo "check: unknown swa setup $name (${!swa_setups[*]})" >&2; exit 2; }
+           setups+=(--config "$name=patched ${swa_setups[$name]}")
+         done
+         python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/swa" "${setups[@]}" \
+           --workloads summarization-80 chat -- --cuda-graph-max-bs 32 --disable-piecewise-cuda-graph || status=1 ;;
     baseline) for v in ${variants:-26b-a4b}; do
                 # capture graphs for the largest concurrency the workloads use (32), not the preset's 64
                 python3 -m sglang_gemma4.harness.bench --variant "$v" --builds pristine --out "$OUT/baseline-$v" \

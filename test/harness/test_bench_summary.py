@@ -1,15 +1,15 @@
-"""The A/B runner's pieces: medians per build side by side, ratio patched/pristine, a plot file, and
-the patched servers' environment."""
+"""The A/B runner's pieces: medians per setup side by side, ratio of two, a plot file, named setups
+parsed from the command line, and the patched servers' environment."""
 
 import pytest
 
-from sglang_gemma4.harness.bench import plot, summarize
+from sglang_gemma4.harness.bench import Setup, parse_setup, plot, summarize, write_summary
 from sglang_gemma4.harness.pool_usage import pool_sizes
 from sglang_gemma4.harness.server import patched_env
 
 
-def record(build, throughput, tpot):
-    return {"variant": "26b-a4b", "workload": "chat", "build": build, "output_throughput": throughput,
+def record(setup, throughput, tpot, workload="chat"):
+    return {"variant": "26b-a4b", "workload": workload, "setup": setup, "build": "patched", "output_throughput": throughput,
             "median_tpot_ms": tpot, "median_ttft_ms": 100.0, "median_itl_ms": tpot, "duration": 30.0}
 
 
@@ -21,6 +21,26 @@ def test_summary_has_both_builds_and_their_ratio(tmp_path):
     assert "| 10.00 | 8.00 | 0.800 |" in rows["median_tpot_ms"]
     plot(records, ["pristine", "patched"], tmp_path / "p.png")
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_summary_of_several_setups_keeps_their_order_and_marks_missing_runs(tmp_path):
+    records = [record("r0.8", 2000.0, 10.0), record("r0.15", 1900.0, 11.0),
+               record("r0.15", 700.0, 30.0, workload="summarization-80"), record("noradix", 2100.0, 9.5)]
+    table = write_summary(records, tmp_path)
+    assert table.splitlines()[0] == "| workload | metric | r0.8 | r0.15 | noradix |"
+    assert "| chat | output_throughput | 2000.00 | 1900.00 | 2100.00 |" in table
+    assert "| summarization-80 | output_throughput | - | 700.00 | - |" in table
+    assert (tmp_path / "summary.md").read_text().startswith("# 26b-a4b: r0.8 vs r0.15 vs noradix")
+
+
+def test_setups_parse_name_build_environment_and_flags():
+    setup = parse_setup("r0.15-leaf=patched SGLANG_OPT_X=1 A_B=x=y --swa-full-tokens-ratio 0.15 --disable-radix-cache")
+    assert setup == Setup("r0.15-leaf", "patched", {"SGLANG_OPT_X": "1", "A_B": "x=y"},
+                          ("--swa-full-tokens-ratio", "0.15", "--disable-radix-cache"))
+    assert parse_setup("base=pristine") == Setup("base", "pristine")
+    for bad in ("", "r0.8", "r0.8=other", "=patched", "a b=patched"):
+        with pytest.raises(SystemExit, match="--config"):
+            parse_setup(bad)
 
 
 def test_pool_sizes_are_read_from_the_server_log():

@@ -99,7 +99,7 @@ def gemma4_routing_function(monkeypatch, experts: int, k: int, scale: torch.Tens
     monkeypatch.setattr(gemma4_causal, "get_moe_impl_class", lambda quant_config: lambda **kwargs: torch.nn.Identity())
     monkeypatch.setattr(gemma4_causal, "TopK", lambda **kwargs: captured.update(kwargs) or torch.nn.Identity())
     config = SimpleNamespace(num_experts=experts, top_k_experts=k, hidden_size=16, moe_intermediate_size=8)
-    moe = gemma4_causal.Gemma4MoE(hidden_size=16, layer_id=0, config=config)
+    moe = gemma4_causal.Gemma4MoE(hidden_size=16, layer_id=0, config=config).to(scale.device)
     with torch.no_grad():
         moe.per_expert_scale.copy_(scale)
     return captured["custom_routing_function"]
@@ -108,16 +108,16 @@ def gemma4_routing_function(monkeypatch, experts: int, k: int, scale: torch.Tens
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_model_uses_the_kernel_and_agrees_with_the_torch_routing(monkeypatch, dtype):
     experts, k = 128, 8
-    scale = random_scale(experts, 11).cpu()
+    scale = random_scale(experts, 11)
     logits = random_logits(5, experts, dtype, seed=11)
     calls = []
     monkeypatch.setattr(gemma4_causal, "gemma4_fused_routing",
                         lambda *a: calls.append(a) or gemma4_fused_routing(*a))
     # The switch is read when the layer is built (the closure runs inside captured graphs).
-    monkeypatch.delenv("SGLANG_OPT_USE_FUSED_GEMMA4_ROUTING", raising=False)
+    monkeypatch.setenv("SGLANG_OPT_USE_FUSED_GEMMA4_ROUTING", "0")  # the kill switch
     torch_path = gemma4_routing_function(monkeypatch, experts, k, scale)(None, logits, k, True)
-    assert not calls  # off by default until measured on a GPU
-    monkeypatch.setenv("SGLANG_OPT_USE_FUSED_GEMMA4_ROUTING", "1")
+    assert not calls
+    monkeypatch.delenv("SGLANG_OPT_USE_FUSED_GEMMA4_ROUTING")  # on by default
     fused = gemma4_routing_function(monkeypatch, experts, k, scale)(None, logits, k, True)
     assert len(calls) == 1
     # Equal logits may be ordered (even chosen, at the k-th place) differently by torch.topk, so
