@@ -1,4 +1,5 @@
-"""config.json-only Gemma-4 checkpoints (no weights) for server-args tests."""
+"""config.json-only Gemma-4 checkpoints (no weights), and the ServerArgs a server would build from
+them, for the server-args tests."""
 
 import json
 from pathlib import Path
@@ -19,3 +20,16 @@ def write_config(directory: Path, variant: str, arch: str) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps(config, indent=1))
     return directory
+
+
+def server_args(model_dir: Path, *extra: str):
+    """What `launch_server` builds from its argv (prepare_server_args, minus its logging set-up,
+    which would detach pytest's log capture), on CPU from config.json alone."""
+    import argparse
+
+    from sglang.srt.server_args import ServerArgs
+
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    argv = ["--model-path", str(model_dir), "--device", "cpu", *extra]
+    return ServerArgs.from_cli_args(parser.parse_args(argv))
