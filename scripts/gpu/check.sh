@@ -19,6 +19,9 @@
 #   kernels      the fused kernels (0020, 0030, 0040) off vs on, patched build, same call:
 #                batch-1 decode and chat 1000/1000, or $KERNEL_WORKLOADS (default 26b-a4b; graphs up
 #                to batch 64, as decode-burst runs 64 requests)
+#   profile      one decode step at batch 1, 4, 16, 64: graph step time and per-kernel attribution,
+#                pristine then patched (default 26b-a4b; e.g. profile:26b-a4b,31b,e4b); $PROFILE_ENV
+#                (KEY=VALUE ...) adds a third, patched with that environment, e.g. a kill switch
 #   swa          issue #9's SWA pool study on the full 26B-A4B shape, patched build: summarization
 #                8000/1000 x 80 and chat 1000/1000 per setup (default r0.8,r0.15; the others add
 #                the leaf-lock release (-leaf) or --disable-radix-cache (-noradix)), into $OUT/swa;
@@ -90,6 +93,12 @@ for arg in "$@"; do
              for v in ${variants:-26b-a4b}; do
                python3 -m sglang_gemma4.harness.bench --variant "$v" --out "$OUT/kernels-$v" --workloads ${KERNEL_WORKLOADS:-batch1 chat} \
                  --config "unfused=patched $unfused" --config "fused=patched" -- --cuda-graph-max-bs 64 || status=1
+             done ;;
+    profile) for v in ${variants:-26b-a4b}; do
+               python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" --build pristine || status=1
+               python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" --build patched || status=1
+               [ -z "${PROFILE_ENV:-}" ] || python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" \
+                 --build patched --label patched-env --env $PROFILE_ENV || status=1
              done ;;
     swa) declare -A swa_setups=(
            [r0.8]="--swa-full-tokens-ratio 0.8" [r0.15]="--swa-full-tokens-ratio 0.15"
