@@ -19,7 +19,7 @@ import json
 import math
 from pathlib import Path
 
-from sglang_gemma4.variants import ARCHS, VARIANTS, assistant_text_config, text_config
+from sglang_gemma4.variants import ARCHS, TOWERS, VARIANTS, assistant_text_config, text_config
 
 SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>")
 TRAINED_VOCAB = 8192
@@ -192,7 +192,10 @@ def write_checkpoint(variant: str, out: Path, layers: int | None = None, arch: s
     else:
         from transformers.models.gemma4.configuration_gemma4 import Gemma4Config
 
-        config = {**Gemma4Config(text_config={**text, **ids}).to_dict(), "architectures": [architecture]}
+        # The towers are in config.json only: random weights cover the text model (its parity).
+        vision, audio = TOWERS[variant]
+        multimodal = Gemma4Config(text_config={**text, **ids}, vision_config=vision, audio_config=audio)
+        config = {**multimodal.to_dict(), "architectures": [architecture]}
     config.update(**ids, torch_dtype="bfloat16")
     report = {"variant": variant, "arch": architecture, "layers": text["num_hidden_layers"],
               "num_kv_shared_layers": text.get("num_kv_shared_layers", 0), "weights": weights, "seed": seed}

@@ -63,6 +63,16 @@ ASSISTANTS = {
     "31b": {"num_attention_heads": 32, "num_key_value_heads": 16, "num_global_key_value_heads": 4},
 }
 
+# The multimodal towers of Gemma4ForConditionalGeneration (config.json of a --load-format dummy
+# checkpoint: what a served model builds and holds). E2B/E4B: transformers' Gemma4VisionConfig and
+# Gemma4AudioConfig defaults are their published 768 x 16 vision and 1024 x 12 conformer audio towers.
+SMALL_VISION = {}
+LARGE_VISION = {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
+                "num_attention_heads": 16, "head_dim": 72}
+TOWERS = {  # variant: (vision_config, audio_config or None)
+    "e2b": (SMALL_VISION, {}), "e4b": (SMALL_VISION, {}), "26b-a4b": (LARGE_VISION, None), "31b": (LARGE_VISION, None),
+}
+
 ARCHS = {"causal": "Gemma4ForCausalLM", "conditional": "Gemma4ForConditionalGeneration",
          "assistant": "Gemma4AssistantForCausalLM"}
 

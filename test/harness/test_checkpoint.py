@@ -69,6 +69,22 @@ def test_checkpoint_without_weights(tmp_path):
     assert json.loads((tmp_path / "ck" / "tokenizer_config.json").read_text())["chat_template"]
 
 
+# published tower shapes: vision (hidden, layers), audio (hidden, layers) or None
+TOWER_SHAPES = {"e2b": ((768, 16), (1024, 12)), "e4b": ((768, 16), (1024, 12)),
+                "26b-a4b": ((1152, 27), None), "31b": ((1152, 27), None)}
+
+
+@pytest.mark.parametrize("variant", sorted(TOWER_SHAPES))
+def test_conditional_checkpoint_has_the_published_towers(tmp_path, variant):
+    write_checkpoint(variant, tmp_path / "ck", arch="conditional", repo_root=tmp_path, log=lambda *_: None)
+    config = json.loads((tmp_path / "ck" / "config.json").read_text())
+    assert config["architectures"] == ["Gemma4ForConditionalGeneration"]
+    vision, audio = config["vision_config"], config["audio_config"]
+    assert (vision["hidden_size"], vision["num_hidden_layers"]) == TOWER_SHAPES[variant][0]
+    assert (audio and (audio["hidden_size"], audio["num_hidden_layers"])) == TOWER_SHAPES[variant][1]
+    assert config["text_config"]["hidden_size"] == text_config(variant)["hidden_size"]
+
+
 @pytest.mark.parametrize("variant", sorted(ASSISTANTS))
 def test_assistant_draft_checkpoint(tmp_path, variant):
     write_checkpoint(variant, tmp_path / "draft", arch="assistant", repo_root=tmp_path, log=lambda *_: None)
