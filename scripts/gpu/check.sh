@@ -22,6 +22,8 @@
 #   profile      one decode step at batch 1, 4, 16, 64: graph step time and per-kernel attribution,
 #                pristine then patched (default 26b-a4b; e.g. profile:26b-a4b,31b,e4b); $PROFILE_ENV
 #                (KEY=VALUE ...) adds a third, patched with that environment, e.g. a kill switch
+#   tiles        the Triton extend-attention kernel on Gemma-4 shapes: a grid of tiles vs the shipped one
+#                (scripts/bench_extend_attention_tiles.py; $TILE_CASES picks cases)
 #   swa          issue #9's SWA pool study on the full 26B-A4B shape, patched build: summarization
 #                8000/1000 x 80 and chat 1000/1000 per setup (default r0.8,r0.15; the others add
 #                the leaf-lock release (-leaf) or --disable-radix-cache (-noradix)), into $OUT/swa;
@@ -100,6 +102,9 @@ for arg in "$@"; do
                [ -z "${PROFILE_ENV:-}" ] || python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" \
                  --build patched --label patched-env --env $PROFILE_ENV || status=1
              done ;;
+    tiles) ( . "$PREFIX/env-pristine.sh"
+             python3 scripts/bench_extend_attention_tiles.py --out "$OUT/tiles" ${TILE_CASES:+--cases $TILE_CASES} ) ||
+             status=1 ;;
     swa) declare -A swa_setups=(
            [r0.8]="--swa-full-tokens-ratio 0.8" [r0.15]="--swa-full-tokens-ratio 0.15"
            [r0.8-leaf]="SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW=1 --swa-full-tokens-ratio 0.8"
