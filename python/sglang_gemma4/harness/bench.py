@@ -17,8 +17,8 @@ in separate calls.  The bench client always runs from the pristine build.
 """
 
 import argparse
+import itertools
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglang_gemma4.harness import pool_usage
-from sglang_gemma4.harness.server import Server, patched_env
+from sglang_gemma4.harness.server import REPO, Server, build_env_script, patched_env
 
 # name: (input len, output len, prompts, max concurrency)
 WORKLOADS = {
@@ -60,21 +60,16 @@ def parse_setup(spec: str) -> Setup:
     name, _, build = (words[0] if words else "").partition("=")
     if not re.fullmatch(r"[\w.+-]+", name) or build not in ("pristine", "patched"):
         raise SystemExit(f"--config wants 'NAME=pristine|patched [KEY=VALUE ...] [flags]', got {spec!r}")
-    rest = words[1:]
-    env = {}
-    while rest and ENV_PAIR.match(rest[0]):
-        key, value = rest.pop(0).split("=", 1)
-        env[key] = value
-    return Setup(name, build, env, tuple(rest))
+    pairs = list(itertools.takewhile(ENV_PAIR.match, words[1:]))
+    return Setup(name, build, patched_env(pairs), tuple(words[1 + len(pairs):]))
 
 
 def run_workload(server: Server, setup: str, name: str, tokenizer: str, out: Path) -> dict:
     input_len, output_len, prompts, concurrency = WORKLOADS[name]
     raw = out / f"{server.variant}-{setup}-{name}.jsonl"
-    prefix = os.environ.get("SGLANG_GEMMA4_PREFIX", "/tmp/sglang-gemma4")
     # --tokenize-prompt sends the random ids as input_ids: sent as text, they would be re-tokenized
     # by the server into other (with this tokenizer, ~4x more) tokens.
-    command = (f". {prefix}/env-pristine.sh && python3 -m sglang.bench_serving --backend sglang "
+    command = (f". {build_env_script('pristine')} && python3 -m sglang.bench_serving --backend sglang "
                f"--host 127.0.0.1 --port {server.port} --dataset-name random-ids --tokenize-prompt "
                f"--tokenizer {tokenizer} --random-input-len {input_len} --random-output-len {output_len} "
                f"--random-range-ratio 1.0 --num-prompts {prompts} --max-concurrency {concurrency} --seed 1 "
@@ -170,7 +165,7 @@ def main() -> int:
         server = Server(args.variant, setup.build, out / f"{args.variant}-{setup.name}.server.log", model=args.model,
                         extra=[*args.extra, *setup.flags], env=setup.env)
         with server:
-            tokenizer = args.model or str(Path(__file__).resolve().parents[3] / "checkpoints" / args.variant)
+            tokenizer = args.model or str(REPO / "checkpoints" / args.variant)
             for workload in args.workloads:
                 record = run_workload(server, setup.name, workload, tokenizer, out)
                 record["ready_s"] = round(server.ready_s, 1)

@@ -23,7 +23,8 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 
-from sglang_gemma4.harness.server import REPO, patched_env
+from sglang_gemma4.checkpoint import write_checkpoint
+from sglang_gemma4.harness.server import REPO, build_env_script, patched_env
 
 PROMPT_LEN, DECODE_STEPS, PROFILED_STEPS = 256, 32, 3
 # Nominal HBM bandwidth (bytes/s) by device name; the floor is the active weights read once per step.
@@ -87,7 +88,7 @@ def active_bytes(sizes: dict, batch: int) -> float:
 
 def summarize(record: dict, bandwidth: float | None) -> list[str]:
     """Markdown lines for one batch size."""
-    kernels, step_us = record["kernels_us"], record["graph_step_ms"] * 1000
+    kernels = record["kernels_us"]
     eager_us = sum(kernels.values())
     groups = defaultdict(float)
     for name, us in kernels.items():
@@ -105,15 +106,15 @@ def summarize(record: dict, bandwidth: float | None) -> list[str]:
         line = (f"\nWeight-streaming kernels (gemm + moe experts): {streaming_us / 1000:.3f} ms for "
                 f"{record['active_weight_bytes'] / 1e9:.2f} GB of active weights = {achieved / 1e12:.2f} TB/s")
         if bandwidth:
-            line += (f"; HBM floor at {bandwidth / 1e12:.2f} TB/s: {record['active_weight_bytes'] / bandwidth * 1000:.3f} ms "
-                     f"({record['active_weight_bytes'] / bandwidth * 1000 / record['graph_step_ms']:.0%} of the graph step)")
+            floor_ms = record["active_weight_bytes"] / bandwidth * 1000
+            line += (f"; HBM floor at {bandwidth / 1e12:.2f} TB/s: {floor_ms:.3f} ms "
+                     f"({floor_ms / record['graph_step_ms']:.0%} of the graph step)")
         lines.append(line)
     return lines + [""]
 
 
 def bench_one_batch(build: str, model: Path, out: Path, batches: list[int], env: dict, eager: bool, run: str) -> Path:
     """One bench_one_batch run; eager ones leave a decode trace per batch size in `out`."""
-    prefix = os.environ.get("SGLANG_GEMMA4_PREFIX", "/tmp/sglang-gemma4")
     result = out / f"{run}.jsonl"
     result.unlink(missing_ok=True)  # bench_one_batch appends
     args = [f"--model-path {model} --load-format dummy --attention-backend triton --sampling-backend pytorch",
@@ -123,7 +124,7 @@ def bench_one_batch(build: str, model: Path, out: Path, batches: list[int], env:
     if eager:
         args.append(f"--disable-cuda-graph --profile --profile-stage decode --profile-start-step {DECODE_STEPS // 2} "
                     f"--profile-steps {PROFILED_STEPS} --profile-filename-prefix {run}")
-    command = f". {prefix}/env-{build}.sh && exec python3 -m sglang.bench_one_batch {' '.join(args)}"
+    command = f". {build_env_script(build)} && exec python3 -m sglang.bench_one_batch {' '.join(args)}"
     with open(out / f"{run}.log", "w") as log:
         subprocess.run(["bash", "-c", command], stdout=log, stderr=subprocess.STDOUT, check=True, cwd=REPO,
                        env={**os.environ, **env, "SGLANG_TORCH_PROFILER_DIR": str(out)})
@@ -142,9 +143,8 @@ def main() -> int:
     out, label = Path(args.out), args.label or args.build
     out.mkdir(parents=True, exist_ok=True)
     model = REPO / "checkpoints" / args.variant
-    if not (model / "config.json").is_file():
-        subprocess.run(["python3", "-m", "sglang_gemma4", "checkpoint", "--variant", args.variant, "--weights", "none",
-                        "--out", str(model)], check=True)
+    if not (model / "config.json").is_file():  # the launch preset's config-only checkpoint
+        write_checkpoint(args.variant, model, repo_root=REPO)
     env = patched_env(args.env)
     graphs = bench_one_batch(args.build, model, out, args.batch_sizes, env, False, f"{args.variant}-{label}-graphs")
     bench_one_batch(args.build, model, out, args.batch_sizes, env, True, f"{args.variant}-{label}-eager")

@@ -28,6 +28,11 @@ def http_json(method: str, url: str, payload: dict | bytes | None = None, timeou
         return e.code, e.read().decode(errors="replace")
 
 
+def build_env_script(build: str) -> str:
+    """The script (scripts/gpu/setup.sh writes it) that puts `build`'s sglang on the Python path."""
+    return f"{os.environ.get('SGLANG_GEMMA4_PREFIX', '/tmp/sglang-gemma4')}/env-{build}.sh"
+
+
 def patched_env(pairs: list[str]) -> dict:
     """--patched-env KEY=VALUE ... as a dict."""
     bad = [pair for pair in pairs if "=" not in pair or pair.startswith("=")]
@@ -67,13 +72,12 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 540) -> "Server":
-        prefix = os.environ.get("SGLANG_GEMMA4_PREFIX", "/tmp/sglang-gemma4")
         args = [str(LAUNCH), self.variant, "--port", str(self.port)]
         if self.model:
             args += ["--model", self.model]
         if self.mtp:
             args.append("--mtp")
-        command = f". {prefix}/env-{self.build}.sh && exec {' '.join(args)} -- {' '.join(self.extra)}"
+        command = f". {build_env_script(self.build)} && exec {' '.join(args)} -- {' '.join(self.extra)}"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "w")
         started = time.monotonic()
