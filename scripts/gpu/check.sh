@@ -18,20 +18,29 @@
 #   ab           pristine vs patched, same call: chat 1000/1000 and batch-1 decode (default 26b-a4b)
 #   kernels      the fused kernels (0020, 0030, 0040) off vs on, patched build, same call:
 #                batch-1 decode and chat 1000/1000, or $KERNEL_WORKLOADS (default 26b-a4b; graphs up
-#                to batch 64, as decode-burst runs 64 requests)
+#                to batch 64, as decode-burst runs 64 requests); $KERNELS_OFF replaces the kill
+#                switches of the "unfused" side, e.g. one patch's switch alone; $KERNEL_FLAGS the server flags
 #   profile      one decode step at batch 1, 4, 16, 64: graph step time and per-kernel attribution,
 #                pristine then patched (default 26b-a4b; e.g. profile:26b-a4b,31b,e4b); $PROFILE_ENV
 #                (KEY=VALUE ...) adds a third, patched with that environment, e.g. a kill switch
+#   memory       weight memory and KV pool per build, model runner only (harness/memory.py): the
+#                conditional class at --mem-fraction-static 0.85 (towers built or not, default 31b,e4b),
+#                then dense causal 31B with sglang's own memory settings (patch 0011's defaults)
+#   pcg          the conditional class (default 31b, reduced layers, random weights) served by the
+#                patched build with piecewise graphs as gated (off) and forced on by the opt-in, vs
+#                transformers (parity); the server logs say whether piecewise graphs were captured
 #   tiles        the Triton extend-attention kernel on Gemma-4 shapes: a grid of tiles vs the shipped one
 #                (scripts/bench_extend_attention_tiles.py; $TILE_CASES picks cases)
 #   swa          issue #9's SWA pool study on the full 26B-A4B shape, patched build: summarization
 #                8000/1000 x 80 and chat 1000/1000 per setup (default r0.8,r0.15; the others add
 #                the leaf-lock release (-leaf) or --disable-radix-cache (-noradix)), into $OUT/swa;
-#                piecewise graphs off for a shorter start (prefill speed is not what it compares)
+#                piecewise graphs off for a shorter start (prefill speed is not what it compares);
+#                $SWA_WORKLOADS picks workloads
 #   baseline     pristine 0.5.12 benchmarks: chat 1000/1000, summarization 8000/1000, batch-1
 #                decode (default variant 26b-a4b; e.g. baseline:e4b)
 #
-# PATCHED_ENV="KEY=VALUE ..." is given to the patched servers of parity and ab (opt-in switches).
+# PATCHED_ENV="KEY=VALUE ..." is given to the patched servers of parity and ab (opt-in switches);
+# AB_FLAGS replaces ab's server flags (default --cuda-graph-max-bs 32).
 # Results and logs go to $OUT (default ./gpu-results) and, packed, to $OUT/results.tgz (the device
 # tool returns few files); the tables are printed last.
 set -euo pipefail
@@ -88,13 +97,13 @@ for arg in "$@"; do
            done ;;
     ab) for v in ${variants:-26b-a4b}; do
           python3 -m sglang_gemma4.harness.bench --variant "$v" --builds pristine patched --workloads chat batch1 \
-            --out "$OUT/ab-$v" --patched-env ${PATCHED_ENV:-} -- --cuda-graph-max-bs 32 || status=1
+            --out "$OUT/ab-$v" --patched-env ${PATCHED_ENV:-} -- ${AB_FLAGS:---cuda-graph-max-bs 32} || status=1
         done ;;
-    kernels) unfused="SGLANG_OPT_USE_FUSED_GEMMA4_ROUTING=0 SGLANG_OPT_USE_FUSED_GEMMA4_PLE_TAIL=0"
-             unfused+=" SGLANG_OPT_USE_FUSED_GEMMA4_MOE_NORMS=0"
+    kernels) unfused=${KERNELS_OFF:-SGLANG_OPT_USE_FUSED_GEMMA4_ROUTING=0 SGLANG_OPT_USE_FUSED_GEMMA4_PLE_TAIL=0
+               SGLANG_OPT_USE_FUSED_GEMMA4_MOE_NORMS=0}
              for v in ${variants:-26b-a4b}; do
                python3 -m sglang_gemma4.harness.bench --variant "$v" --out "$OUT/kernels-$v" --workloads ${KERNEL_WORKLOADS:-batch1 chat} \
-                 --config "unfused=patched $unfused" --config "fused=patched" -- --cuda-graph-max-bs 64 || status=1
+                 --config "unfused=patched $unfused" --config "fused=patched" -- ${KERNEL_FLAGS:---cuda-graph-max-bs 64} || status=1
              done ;;
     profile) for v in ${variants:-26b-a4b}; do
                python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" --build pristine || status=1
@@ -102,6 +111,19 @@ for arg in "$@"; do
                [ -z "${PROFILE_ENV:-}" ] || python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" \
                  --build patched --label patched-env --env $PROFILE_ENV || status=1
              done ;;
+    memory) python3 -m sglang_gemma4.harness.memory --out "$OUT/memory" --variants ${variants:-31b e4b} \
+              --archs conditional --memory explicit || status=1
+            python3 -m sglang_gemma4.harness.memory --out "$OUT/memory" --variants 31b --archs causal \
+              --memory auto || status=1 ;;
+    pcg) for v in ${variants:-31b}; do
+           for mode in gated forced-on; do
+             pcg_env=$([ $mode = forced-on ] && echo SGLANG_ENABLE_PIECEWISE_CUDA_GRAPH_FOR_MM=1 || true)
+             python3 -m sglang_gemma4.harness.parity --arch conditional --variants "$v" --builds patched \
+               --out "$OUT/pcg-$mode" --patched-env $pcg_env || status=1
+             echo "pcg $v $mode: $(grep -c 'Capture piecewise CUDA graph end' "$OUT/pcg-$mode/$v-patched.log" || true)" \
+               "piecewise captures" | tee -a "$OUT/pcg-captures.txt"
+           done
+         done ;;
     tiles) ( . "$PREFIX/env-pristine.sh"
              python3 scripts/bench_extend_attention_tiles.py --out "$OUT/tiles" ${TILE_CASES:+--cases $TILE_CASES} ) ||
              status=1 ;;
@@ -117,7 +139,8 @@ for arg in "$@"; do
            setups+=(--config "$name=patched ${swa_setups[$name]}")
          done
          python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/swa" "${setups[@]}" \
-           --workloads summarization-80 chat -- --cuda-graph-max-bs 32 --disable-piecewise-cuda-graph || status=1 ;;
+           --workloads ${SWA_WORKLOADS:-summarization-80 chat} -- --cuda-graph-max-bs 32 --disable-piecewise-cuda-graph ||
+           status=1 ;;
     baseline) for v in ${variants:-26b-a4b}; do
                 # capture graphs for the largest concurrency the workloads use (32), not the preset's 64
                 python3 -m sglang_gemma4.harness.bench --variant "$v" --builds pristine --out "$OUT/baseline-$v" \

@@ -57,9 +57,13 @@ def test_ple_table_is_a_lookup_not_streamed(tmp_path):
 
 def test_summary_reports_shares_and_the_hbm_floor():
     record = {"batch": 1, "graph_step_ms": 5.0, "active_weight_bytes": 7.5e9,
+              "weights": {"num_experts": 128},
               "kernels_us": {"fused_moe_kernel": 2000.0, "nvjet_gemm": 1000.0, "_gemma4_routing_kernel": 100.0,
                              "_fwd_kernel_stage1": 900.0}}
     text = "\n".join(summarize(record, bandwidth=3.0e12))
     assert "| moe experts | 2000.0 | 50.0% |" in text and "| routing | 100.0 | 2.5% |" in text
     # 7.5 GB in 3 ms of streaming kernels = 2.5 TB/s; the floor at 3 TB/s is 2.5 ms, half the step
     assert "= 2.50 TB/s" in text and "floor at 3.00 TB/s: 2.500 ms (50% of the graph step)" in text
+    assert "upper bound" not in text  # batch 1: top_k of E experts is exact
+    text = "\n".join(summarize({**record, "batch": 4}, bandwidth=3.0e12))
+    assert "upper bound" in text

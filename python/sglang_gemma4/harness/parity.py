@@ -2,6 +2,7 @@
 transformers' own Gemma-4 on the same random weights and prompts.
 
     python -m sglang_gemma4.harness.parity --out DIR [--variants e2b e4b 26b-a4b 31b] [--builds ...]
+        [--arch causal|conditional]
 
 Per variant: write a reduced-layer random-weight checkpoint (checkpoint.py), run transformers'
 Gemma-4 on the GPU over prompts whose lengths cross the sliding window (two greedy steps: prefill,
@@ -51,14 +52,16 @@ def top(logits) -> dict:
     return {"top1": int(best.indices[0]), "top": dict(zip(best.indices.tolist(), best.values.tolist()))}
 
 
-def reference(model_dir: Path, text: dict, batch: list[list[int]]) -> dict[str, list[list[dict]]]:
+def reference(model_dir: Path, text: dict, batch: list[list[int]], arch: str) -> dict[str, list[list[dict]]]:
     """transformers' next-token log-probabilities over STEPS greedy steps per prompt, in float32
     (the reference) and in bfloat16 (the noise floor), on the GPU."""
     import torch
-    from transformers.models.gemma4.modeling_gemma4 import Gemma4ForCausalLM
+    from transformers.models.gemma4.modeling_gemma4 import Gemma4ForCausalLM, Gemma4ForConditionalGeneration
 
-    # The checkpoint's config.json is in sglang's text-only layout; give transformers its own.
-    model = Gemma4ForCausalLM.from_pretrained(model_dir, config=hf_config(text, "causal"), dtype=torch.float32)
+    # config.json is in sglang's layout (text-only, or with the published towers); give transformers
+    # the config the weights were written from.
+    model_class = Gemma4ForCausalLM if arch == "causal" else Gemma4ForConditionalGeneration
+    model = model_class.from_pretrained(model_dir, config=hf_config(text, arch), dtype=torch.float32)
     model = model.to("cuda").eval()
     out = {}
     with torch.no_grad():
@@ -129,6 +132,8 @@ def main() -> int:
     parser.add_argument("--eager-variants", nargs="*", default=[],
                         help="variants that also run patched-eager (E2B/E4B: graphs on vs off, patch 0001)")
     parser.add_argument("--checkpoints", default="checkpoints/parity")
+    parser.add_argument("--arch", default="causal", choices=["causal", "conditional"],
+                        help="the checkpoint's class: Gemma4ForCausalLM or Gemma4ForConditionalGeneration")
     parser.add_argument("--patched-env", nargs="*", default=[], metavar="KEY=VALUE",
                         help="environment of the patched servers only, e.g. the kernels' opt-in switches")
     args = parser.parse_args()
@@ -144,14 +149,16 @@ def main() -> int:
 
     for variant in args.variants:
         text = reduced_text_config(variant, LAYERS[variant])
-        model_dir = Path(args.checkpoints) / variant
+        model_dir = Path(args.checkpoints) / (variant if args.arch == "causal" else f"{variant}-{args.arch}")
         if not any(model_dir.glob("*.safetensors")):
-            write_checkpoint(variant, model_dir, layers=LAYERS[variant], weights="random", seed=0, device="cuda")
+            write_checkpoint(variant, model_dir, layers=LAYERS[variant], arch=args.arch, weights="random", seed=0,
+                             device="cuda")
         batch = prompts(text)
-        ref = reference(model_dir, text, batch)
+        ref = reference(model_dir, text, batch, args.arch)
         noise = compare(ref["float32"], ref["bfloat16"])
         bound = bounds(noise, len(batch))
-        common = {"variant": variant, "layers": LAYERS[variant], "prompt_lengths": prompt_lengths(text), "bound": bound}
+        common = {"variant": variant, "arch": args.arch, "layers": LAYERS[variant],
+                  "prompt_lengths": prompt_lengths(text), "bound": bound}
         record({**common, "build": "transformers-bf16", **noise, "passed": None})
         for build in args.builds + (["patched-eager"] if variant in args.eager_variants else []):
             eager = build.endswith("-eager")

@@ -11,7 +11,7 @@ Writes DIR/<variant>-<label>-profile.jsonl (per batch size: graph step time, eag
 step by kernel and by group, the weight bytes a step must read) and DIR/<variant>-<label>-profile.md:
 per batch size the groups' shares, the top kernels, and the weight-streaming kernels (GEMMs and the
 MoE experts) as achieved bandwidth against the HBM floor.  Bench_one_batch's own logs and traces
-stay in DIR.
+stay in DIR; the traces are deleted once attributed.
 """
 
 import argparse
@@ -109,6 +109,9 @@ def summarize(record: dict, bandwidth: float | None) -> list[str]:
             floor_ms = record["active_weight_bytes"] / bandwidth * 1000
             line += (f"; HBM floor at {bandwidth / 1e12:.2f} TB/s: {floor_ms:.3f} ms "
                      f"({floor_ms / record['graph_step_ms']:.0%} of the graph step)")
+        if record["weights"]["num_experts"] and record["batch"] > 1:
+            line += (". Expert bytes assume uniform routing: above batch 1 they are an upper bound (a rate "
+                     "above the HBM's means the tokens shared experts; dummy weights need not route uniformly)")
         lines.append(line)
     return lines + [""]
 
@@ -166,6 +169,7 @@ def main() -> int:
                       "batch": batch, "graph_step_ms": step_ms[batch],
                       "active_weight_bytes": active_bytes(sizes, batch), "weights": sizes,
                       "kernels_us": kernel_times(trace, PROFILED_STEPS)}
+            trace.unlink()  # tens of MB each; every kernel's time is in the record
             f.write(json.dumps(record) + "\n")
             lines += summarize(record, bandwidth)
     (out / f"{args.variant}-{label}-profile.md").write_text("\n".join(lines))
