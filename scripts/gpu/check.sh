@@ -29,6 +29,11 @@
 #   pcg          the conditional class (default 31b, reduced layers, random weights) served by the
 #                patched build with piecewise graphs as gated (off) and forced on by the opt-in, vs
 #                transformers (parity); the server logs say whether piecewise graphs were captured
+#   tp2-parity   tensor parallel 2 (nvidia-h200-x2), patched build, reduced-layer 31B vs transformers:
+#                FlashInfer allreduce + RMSNorm fusion on (0060/0070) and off
+#   tp2-ab       tensor parallel 2, full 31B shape, patched build: setups fused (default), unfused
+#                (--enforce-disable-flashinfer-allreduce-fusion), no-custom-ar (--disable-custom-all-reduce;
+#                patch 0003's JIT all-reduce off); e.g. tp2-ab:fused,unfused; $TP2_WORKLOADS (default chat)
 #   tiles        the Triton extend-attention kernel on Gemma-4 shapes: a grid of tiles vs the shipped one
 #                (scripts/bench_extend_attention_tiles.py; $TILE_CASES picks cases)
 #   swa          issue #9's SWA pool study on the full 26B-A4B shape, patched build: summarization
@@ -124,6 +129,21 @@ for arg in "$@"; do
                "piecewise captures" | tee -a "$OUT/pcg-captures.txt"
            done
          done ;;
+    tp2-parity) for mode in fused unfused; do
+                  flags="--tp-size 2"; [ $mode = fused ] || flags+=" --enforce-disable-flashinfer-allreduce-fusion"
+                  python3 -m sglang_gemma4.harness.parity --variants ${variants:-31b} --builds patched \
+                    --out "$OUT/tp2-parity-$mode" --server-flags "$flags" || status=1
+                done ;;
+    tp2-ab) declare -A tp2_setups=([fused]="" [unfused]="--enforce-disable-flashinfer-allreduce-fusion"
+                                   [no-custom-ar]="--disable-custom-all-reduce")
+            setups=()
+            for name in ${variants:-fused unfused}; do
+              [ -n "${tp2_setups[$name]+set}" ] || { echo "check: unknown tp2-ab setup $name" >&2; exit 2; }
+              setups+=(--config "$name=patched ${tp2_setups[$name]}")
+            done
+            python3 -m sglang_gemma4.harness.bench --variant 31b --out "$OUT/tp2-ab" "${setups[@]}" \
+              --workloads ${TP2_WORKLOADS:-chat} -- --tp-size 2 --cuda-graph-max-bs 32 --disable-piecewise-cuda-graph ||
+              status=1 ;;
     tiles) ( . "$PREFIX/env-pristine.sh"
              python3 scripts/bench_extend_attention_tiles.py --out "$OUT/tiles" ${TILE_CASES:+--cases $TILE_CASES} ) ||
              status=1 ;;

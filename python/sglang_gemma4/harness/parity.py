@@ -2,7 +2,7 @@
 transformers' own Gemma-4 on the same random weights and prompts.
 
     python -m sglang_gemma4.harness.parity --out DIR [--variants e2b e4b 26b-a4b 31b] [--builds ...]
-        [--arch causal|conditional]
+        [--arch causal|conditional] [--server-flags "--tp-size 2 ..."]
 
 Per variant: write a reduced-layer random-weight checkpoint (checkpoint.py), run transformers'
 Gemma-4 on the GPU over prompts whose lengths cross the sliding window (two greedy steps: prefill,
@@ -15,6 +15,7 @@ DIR/parity.md; exits non-zero when a build is out of bounds.
 
 import argparse
 import json
+import shlex
 from pathlib import Path
 
 from sglang_gemma4.checkpoint import hf_config, ordinary_ids, reduced_text_config, token_ids, write_checkpoint
@@ -134,6 +135,7 @@ def main() -> int:
     parser.add_argument("--checkpoints", default="checkpoints/parity")
     parser.add_argument("--arch", default="causal", choices=["causal", "conditional"],
                         help="the checkpoint's class: Gemma4ForCausalLM or Gemma4ForConditionalGeneration")
+    parser.add_argument("--server-flags", default="", help="more launch flags for every server, e.g. '--tp-size 2'")
     parser.add_argument("--patched-env", nargs="*", default=[], metavar="KEY=VALUE",
                         help="environment of the patched servers only, e.g. the kernels' opt-in switches")
     args = parser.parse_args()
@@ -164,7 +166,8 @@ def main() -> int:
             eager = build.endswith("-eager")
             server = Server(variant, build.removesuffix("-eager"), out / f"{variant}-{build}.log",
                             model=str(model_dir.resolve()),
-                            extra=["--disable-radix-cache", *(FAST_START if eager else GRAPH_FLAGS)],
+                            extra=["--disable-radix-cache", *(FAST_START if eager else GRAPH_FLAGS),
+                                   *shlex.split(args.server_flags)],
                             env=patched_env(args.patched_env) if build.startswith("patched") else {})
             try:
                 with server:
