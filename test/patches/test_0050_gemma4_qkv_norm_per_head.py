@@ -1,14 +1,19 @@
 """0050: Gemma-4's fused q/k/v RMSNorm with one program per (token, head), checked against a float32
 torch reference on fresh random inputs, in place on q/k/v views of one qkv buffer as the attention
 layer passes them.  The kernel alone runs on CPU through Triton's interpreter; the launcher (which
-only takes CUDA tensors) and the larger shapes on a GPU, with the per-head switch on and off."""
+only takes CUDA tensors) and the larger shapes on a GPU, per head and per token.  The attention layer
+reads the kill switch once, when it is built, and hands it to the launcher."""
 
 import pytest
 import torch
+from torch import nn
+from transformers.models.gemma4.configuration_gemma4 import Gemma4TextConfig
 
 from kernel_inputs import randn
 from kernel_inputs import rmsnorm_reference as rmsnorm
 from sglang.srt.layers.gemma4_fused_ops import _gemma_qkv_rmsnorm_per_head_kernel, gemma_qkv_rmsnorm
+from sglang.srt.models import gemma4_causal as gemma4
+from sglang_gemma4.variants import text_config
 
 EPS = 1e-6
 TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1.6e-2, torch.float16: 2e-3}
@@ -63,16 +68,15 @@ def test_per_head_kernel_matches_float32(q_heads, kv_heads, head_dim, has_kv):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("per_head", ["1", "0"])
+@pytest.mark.parametrize("per_head", [True, False])
 @pytest.mark.parametrize("tokens", [1, 7, 64, 4096])
 @pytest.mark.parametrize("q_heads, kv_heads, head_dim", SHAPES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-def test_launcher_matches_float32_both_ways(monkeypatch, per_head, tokens, q_heads, kv_heads, head_dim, dtype):
-    monkeypatch.setenv("SGLANG_OPT_GEMMA4_QKV_NORM_PER_HEAD", per_head)
+def test_launcher_matches_float32_both_ways(per_head, tokens, q_heads, kv_heads, head_dim, dtype):
     _, q, k, v = qkv_views(tokens, q_heads, kv_heads, head_dim, dtype, seed=tokens + head_dim)
     q_w, k_w = randn(head_dim, seed=3).abs() + 0.5, randn(head_dim, seed=4).abs() + 0.5
     want = expected_norms(q, k, v, q_w, k_w, q_heads, kv_heads, head_dim)
-    gemma_qkv_rmsnorm(q, k, v, q_w, k_w, q_heads, kv_heads, head_dim, eps=EPS)
+    gemma_qkv_rmsnorm(q, k, v, q_w, k_w, q_heads, kv_heads, head_dim, eps=EPS, per_head=per_head)
     check((q, k, v), want, dtype)
 
 
@@ -90,13 +94,32 @@ def test_launcher_kv_shared_layer_normalises_q_only(tokens):
 
 
 @pytest.mark.gpu
-def test_per_head_and_per_token_kernels_agree_bit_for_bit(monkeypatch):
+def test_per_head_and_per_token_kernels_agree_bit_for_bit():
     """Same math, different grid: the two launches give identical bits on the same input."""
     outputs = []
-    for per_head in ("1", "0"):
-        monkeypatch.setenv("SGLANG_OPT_GEMMA4_QKV_NORM_PER_HEAD", per_head)
+    for per_head in (True, False):
         _, q, k, v = qkv_views(33, 16, 8, 256, torch.bfloat16, seed=7)
         q_w, k_w = randn(256, seed=8).abs() + 0.5, randn(256, seed=9).abs() + 0.5
-        gemma_qkv_rmsnorm(q, k, v, q_w, k_w, 16, 8, 256, eps=EPS)
+        gemma_qkv_rmsnorm(q, k, v, q_w, k_w, 16, 8, 256, eps=EPS, per_head=per_head)
         outputs.append(torch.cat([q, k, v], -1))
     assert torch.equal(outputs[0], outputs[1])
+
+
+class StandIn(nn.Module):
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+
+@pytest.mark.parametrize("switch, per_head", [(None, True), ("1", True), ("0", False)])
+def test_attention_reads_the_switch_when_built(monkeypatch, switch, per_head):
+    if switch is None:
+        monkeypatch.delenv("SGLANG_OPT_GEMMA4_QKV_NORM_PER_HEAD", raising=False)
+    else:
+        monkeypatch.setenv("SGLANG_OPT_GEMMA4_QKV_NORM_PER_HEAD", switch)
+    monkeypatch.setattr(gemma4, "get_tensor_model_parallel_world_size", lambda: 1)
+    for name in ("QKVParallelLinear", "RowParallelLinear", "RadixAttention"):
+        monkeypatch.setattr(gemma4, name, StandIn)
+    monkeypatch.setattr(gemma4, "get_rope", StandIn)
+    config = Gemma4TextConfig(**text_config("26b-a4b"))
+    attn = gemma4.Gemma4Attention(0, config, head_dim=256, max_position_embeddings=1024)
+    assert attn.qkv_norm_per_head is per_head
