@@ -34,6 +34,9 @@
 #   tp2-ab       tensor parallel 2, full 31B shape, patched build: setups fused (default), unfused
 #                (--enforce-disable-flashinfer-allreduce-fusion), no-custom-ar (--disable-custom-all-reduce;
 #                patch 0003's JIT all-reduce off); e.g. tp2-ab:fused,unfused; $TP2_WORKLOADS (default chat)
+#   mtp-fill     issue #6's GPU check: the MTP preset (26B-A4B target + assistant draft, patched build)
+#                under summarization 8000/1000 x 80, which fills the SWA pool, and chat 1000/1000; MTP off
+#                then on, same call ($MTP_WORKLOADS picks workloads); pool usage over time per setup
 #   tiles        the Triton extend-attention kernel on Gemma-4 shapes: a grid of tiles vs the shipped one
 #                (scripts/bench_extend_attention_tiles.py; $TILE_CASES picks cases)
 #   swa          issue #9's SWA pool study on the full 26B-A4B shape, patched build: summarization
@@ -144,6 +147,13 @@ for arg in "$@"; do
             python3 -m sglang_gemma4.harness.bench --variant 31b --out "$OUT/tp2-ab" "${setups[@]}" \
               --workloads ${TP2_WORKLOADS:-chat} -- --tp-size 2 --cuda-graph-max-bs 32 --disable-piecewise-cuda-graph ||
               status=1 ;;
+    mtp-fill) for mtp in off on; do
+                python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/mtp-fill" \
+                  $([ $mtp = on ] && echo --mtp) --config "mtp-$mtp=patched" \
+                  --workloads ${MTP_WORKLOADS:-summarization-80 chat} -- --cuda-graph-max-bs 32 \
+                  --disable-piecewise-cuda-graph || status=1
+              done
+              python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/mtp-fill" --summarize-only ;;
     tiles) ( . "$PREFIX/env-pristine.sh"
              python3 scripts/bench_extend_attention_tiles.py --out "$OUT/tiles" ${TILE_CASES:+--cases $TILE_CASES} ) ||
              status=1 ;;

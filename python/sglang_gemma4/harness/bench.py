@@ -148,6 +148,7 @@ def main() -> int:
                         metavar="'NAME=BUILD [KEY=VALUE ...] [flags]'", help="a named setup; repeat for more")
     parser.add_argument("--workloads", nargs="+", default=["chat", "summarization", "batch1"], choices=sorted(WORKLOADS))
     parser.add_argument("--model", help="checkpoint dir (default: the launch preset's config-only one, dummy weights)")
+    parser.add_argument("--mtp", action="store_true", help="every setup serves with the preset's MTP assistant draft")
     parser.add_argument("--patched-env", nargs="*", default=[], metavar="KEY=VALUE",
                         help="environment of the plain patched build's server, e.g. a patch's opt-in switch")
     parser.add_argument("--summarize-only", action="store_true", help="only rebuild the tables from DIR/bench.jsonl")
@@ -163,7 +164,7 @@ def main() -> int:
     records = []
     for setup in setups:
         server = Server(args.variant, setup.build, out / f"{args.variant}-{setup.name}.server.log", model=args.model,
-                        extra=[*args.extra, *setup.flags], env=setup.env)
+                        mtp=args.mtp, extra=[*args.extra, *setup.flags], env=setup.env)
         with server:
             tokenizer = args.model or str(REPO / "checkpoints" / args.variant)
             for workload in args.workloads:
