@@ -38,8 +38,9 @@
 #                under summarization 8000/1000 x 80, which fills the SWA pool, and chat 1000/1000; MTP off
 #                then on, same call ($MTP_WORKLOADS picks workloads); pool usage over time per setup
 #   yoco         patch 0080 (opt-in): E2B/E4B (default both) parity vs transformers with
-#                SGLANG_GEMMA4_YOCO=1 (graphs off, so prefills are eligible), then prefill A/B off vs
-#                on, 30 x 7000/10 with the radix cache and piecewise graphs off ($YOCO_WORKLOADS)
+#                SGLANG_GEMMA4_YOCO=1 (graphs off, so prefills are eligible), whole and in 256-token
+#                chunks, then prefill A/B off vs on, 30 x 7000/10 with the radix cache and piecewise
+#                graphs off ($YOCO_WORKLOADS)
 #   tiles        the Triton extend-attention kernel on Gemma-4 shapes: a grid of tiles vs the shipped one
 #                (scripts/bench_extend_attention_tiles.py; $TILE_CASES picks cases)
 #   swa          issue #9's SWA pool study on the full 26B-A4B shape, patched build: summarization
@@ -160,6 +161,10 @@ for arg in "$@"; do
     yoco) for v in ${variants:-e2b e4b}; do
             python3 -m sglang_gemma4.harness.parity --variants "$v" --builds patched-eager \
               --patched-env SGLANG_GEMMA4_YOCO=1 --out "$OUT/yoco-parity" || status=1
+            # 256-token chunks: later chunks extend a cached prefix, as a radix-cache hit does
+            python3 -m sglang_gemma4.harness.parity --variants "$v" --builds patched-eager \
+              --patched-env SGLANG_GEMMA4_YOCO=1 --server-flags "--chunked-prefill-size 256" \
+              --out "$OUT/yoco-parity-chunked" || status=1
             python3 -m sglang_gemma4.harness.bench --variant "$v" --out "$OUT/yoco-$v" \
               --workloads ${YOCO_WORKLOADS:-long-prefill} --config "off=patched" \
               --config "on=patched SGLANG_GEMMA4_YOCO=1" -- --disable-radix-cache \
