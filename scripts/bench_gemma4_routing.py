@@ -9,12 +9,12 @@ bf16 logits.  Writes DIR/routing.jsonl and prints a table.
 
 import argparse
 import json
-import statistics
 from pathlib import Path
 
 import torch
 
 from sglang.srt.layers.gemma4_fused_ops import gemma4_fused_routing
+from sglang_gemma4.cuda_timing import graph_replay_us
 
 CALLS_PER_GRAPH = 100
 
@@ -24,27 +24,6 @@ def torch_routing(logits: torch.Tensor, scale: torch.Tensor, k: int):
     values, ids = torch.topk(logits, k=k, dim=-1)
     weights = torch.softmax(values, dim=-1) * scale[ids].to(values.dtype)
     return weights.to(torch.float32), ids.to(torch.int32)
-
-
-def time_per_call_us(fn, repeats: int) -> float:
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for _ in range(3):  # warm up (compiles the Triton kernel) before capture
-            fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        for _ in range(CALLS_PER_GRAPH):
-            fn()
-    samples = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(end) * 1000 / CALLS_PER_GRAPH)
-    return statistics.median(samples)
 
 
 def main() -> int:
@@ -63,8 +42,10 @@ def main() -> int:
         logits = torch.randn(tokens, args.experts, device="cuda", dtype=torch.bfloat16)
         row = {"gpu": torch.cuda.get_device_name(), "experts": args.experts, "topk": args.topk, "tokens": tokens,
                "dtype": "bfloat16", "calls_per_graph": CALLS_PER_GRAPH, "repeats": args.repeats,
-               "torch_us": time_per_call_us(lambda: torch_routing(logits, scale, args.topk), args.repeats),
-               "fused_us": time_per_call_us(lambda: gemma4_fused_routing(logits, scale, args.topk), args.repeats)}
+               "torch_us": graph_replay_us(lambda: torch_routing(logits, scale, args.topk), args.repeats,
+                                           CALLS_PER_GRAPH),
+               "fused_us": graph_replay_us(lambda: gemma4_fused_routing(logits, scale, args.topk), args.repeats,
+                                           CALLS_PER_GRAPH)}
         row["speedup"] = row["torch_us"] / row["fused_us"]
         rows.append(row)
         with open(out / "routing.jsonl", "a") as f:

@@ -9,7 +9,7 @@
 #                (pristine, then patched; pristine 0.5.12 cannot load the draft's config)
 #   bad-input    malformed and hostile requests against a server (default variant e2b)
 #   gpu-tests    every patch's tests on the GPU against the bundle's patched tree (CUDA kernels
-#                for real, and the `gpu`-marked cases CI skips)
+#                for real, and the `gpu`-marked cases CI skips; also the graph-replay timer's)
 #   routing      patch 0020's kernel vs the torch routing ops, CUDA-graph replayed, T = 1..512
 #   serve        `make serve` as a user runs it (patched build): checkpoint made, served, one request
 #   parity       reduced-layer random-weight checkpoints: pristine and patched vs transformers
@@ -41,6 +41,9 @@
 #                SGLANG_GEMMA4_YOCO=1 (graphs off, so prefills are eligible), whole and in 256-token
 #                chunks, then prefill A/B off vs on, 30 x 7000/10 with the radix cache and piecewise
 #                graphs off ($YOCO_WORKLOADS)
+#   moe-tune     the fused-MoE kernel configs for 26B-A4B on this GPU (scripts/tune_gemma4_moe.py,
+#                $MOE_TUNE_ARGS), then batch-1 and chat with sglang's shipped configs vs the tuned file
+#                (SGLANG_MOE_CONFIG_DIR), patched build, same call
 #   tiles        the Triton extend-attention kernel on Gemma-4 shapes: a grid of tiles vs the shipped one
 #                (scripts/bench_extend_attention_tiles.py; $TILE_CASES picks cases)
 #   swa          issue #9's SWA pool study on the full 26B-A4B shape, patched build: summarization
@@ -87,7 +90,8 @@ for arg in "$@"; do
     gpu-tests) tree=$PREFIX-tree  # the layout the tests expect: TREE/python/sglang
                mkdir -p "$tree/python" && ln -sfn "$PREFIX/patched/sglang" "$tree/python/sglang"
                ( . "$PREFIX/env-patched.sh"; export PYTHONPATH=$PWD/python:$PYTHONPATH
-                 SGLANG_GEMMA4_TREE=$tree python3 -m pytest -q -p no:cacheprovider test/patches ) 2>&1 |
+                 SGLANG_GEMMA4_TREE=$tree python3 -m pytest -q -p no:cacheprovider test/patches \
+                   test/harness/test_cuda_timing.py ) 2>&1 |
                  tee "$OUT/gpu-tests.log" | tail -15 || status=1 ;;
     routing) ( . "$PREFIX/env-patched.sh"
                python3 scripts/bench_gemma4_routing.py --out "$OUT/routing" ) || status=1 ;;
@@ -170,6 +174,11 @@ for arg in "$@"; do
               --config "on=patched SGLANG_GEMMA4_YOCO=1" -- --disable-radix-cache \
               --disable-piecewise-cuda-graph --cuda-graph-max-bs 8 || status=1
           done ;;
+    moe-tune) ( . "$PREFIX/env-patched.sh"
+                python3 scripts/tune_gemma4_moe.py --out "$OUT/moe-tune" ${MOE_TUNE_ARGS:-} ) || status=1
+              python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/moe-ab" --workloads batch1 chat \
+                --config "shipped=patched" --config "tuned=patched SGLANG_MOE_CONFIG_DIR=$OUT/moe-tune" \
+                -- --cuda-graph-max-bs 32 --disable-piecewise-cuda-graph || status=1 ;;
     tiles) ( . "$PREFIX/env-pristine.sh"
              python3 scripts/bench_extend_attention_tiles.py --out "$OUT/tiles" ${TILE_CASES:+--cases $TILE_CASES} ) ||
              status=1 ;;
