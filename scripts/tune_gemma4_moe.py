@@ -66,6 +66,7 @@ def main() -> int:
 
     import torch
     import triton
+    from triton.runtime.errors import OutOfResources
 
     from sglang.srt.layers.moe.moe_runner.base import MoeRunnerConfig
     from sglang.srt.layers.moe.moe_runner.triton_utils import fused_experts, get_config_file_name, override_config
@@ -104,7 +105,7 @@ def main() -> int:
             try:
                 with override_config(config):
                     timings[batch][key] = graph_replay_us(run, args.repeats)
-            except (triton.runtime.errors.OutOfResources, RuntimeError) as e:  # tile too big for the SM
+            except (OutOfResources, RuntimeError) as e:  # a tile too big for the SM's shared memory
                 print(f"tune: batch {batch} {key}: {type(e).__name__}", file=sys.stderr)
         with open(out / "tune.jsonl", "a") as f:
             f.write(json.dumps({"variant": args.variant, "tp": args.tp, "batch": batch, "shipped_us": shipped[batch],
