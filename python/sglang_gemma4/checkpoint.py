@@ -216,12 +216,16 @@ def hf_config(text: dict, arch: str):
     return Gemma4TextConfig(**text) if arch == "causal" else Gemma4Config(text_config=text)
 
 
-def hf_model(text: dict, arch: str):
-    """transformers' own Gemma-4 model for a text config (the parity reference uses this too)."""
+def hf_model_class(arch: str):
+    """transformers' own Gemma-4 class for a checkpoint arch ("causal" or "conditional")."""
     from transformers.models.gemma4.modeling_gemma4 import Gemma4ForCausalLM, Gemma4ForConditionalGeneration
 
-    model_class = Gemma4ForCausalLM if arch == "causal" else Gemma4ForConditionalGeneration
-    return model_class(hf_config(text, arch))
+    return Gemma4ForCausalLM if arch == "causal" else Gemma4ForConditionalGeneration
+
+
+def hf_model(text: dict, arch: str):
+    """transformers' own Gemma-4 model for a text config, with random (uninitialised) weights."""
+    return hf_model_class(arch)(hf_config(text, arch))
 
 
 def write_random_weights(text: dict, arch: str, out: Path, seed: int, device: str = "cpu", log=print) -> list[float]:

@@ -20,6 +20,7 @@ import subprocess
 from pathlib import Path
 
 from sglang_gemma4.checkpoint import write_checkpoint
+from sglang_gemma4.harness import pool_usage
 from sglang_gemma4.harness.server import REPO, build_env_script
 
 EXPLICIT_FRACTION = "0.85"
@@ -29,17 +30,16 @@ SETTLED = ("import argparse, sys; from sglang.srt.server_args import ServerArgs;
            "print(f\"settled: chunked_prefill_size={a.chunked_prefill_size} mem_fraction_static={a.mem_fraction_static}\")")
 PATTERNS = {
     "weight_gb": r"Load weight end\..*?mem usage=([\d.]+) GB",
-    "max_total_num_tokens": r"max_total_num_tokens=(\d+)",
-    "full_layer_tokens": r"full_layer_tokens=(\d+)",
-    "swa_layer_tokens": r"swa_layer_tokens=(\d+)",
     "chunked_prefill_size": r"chunked_prefill_size=(-?\d+)",
     "mem_fraction_static": r"mem_fraction_static=([\d.]+)",
 }
+POOL_SIZES = ("max_total_num_tokens", "full_layer_tokens", "swa_layer_tokens")
 
 
 def parse_log(text: str) -> dict:
-    """The first value of each pattern in a bench_one_batch log (None where it never appeared)."""
-    found = {}
+    """The pool sizes (as pool_usage reads a server log) and the first value of each pattern in a
+    bench_one_batch log; None where one never appeared."""
+    found = {key: None for key in POOL_SIZES} | pool_usage.pool_sizes(text)
     for key, pattern in PATTERNS.items():
         match = re.search(pattern, text)
         found[key] = None if match is None else (float if "." in match.group(1) else int)(match.group(1))

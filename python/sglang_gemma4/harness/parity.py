@@ -18,7 +18,8 @@ import json
 import shlex
 from pathlib import Path
 
-from sglang_gemma4.checkpoint import hf_config, ordinary_ids, reduced_text_config, token_ids, write_checkpoint
+from sglang_gemma4.checkpoint import (hf_config, hf_model_class, ordinary_ids, reduced_text_config, token_ids,
+                                     write_checkpoint)
 from sglang_gemma4.harness.server import FAST_START, Server, http_json, patched_env
 
 LAYERS = {"e2b": 8, "e4b": 8, "26b-a4b": 4, "31b": 4}
@@ -57,12 +58,10 @@ def reference(model_dir: Path, text: dict, batch: list[list[int]], arch: str) ->
     """transformers' next-token log-probabilities over STEPS greedy steps per prompt, in float32
     (the reference) and in bfloat16 (the noise floor), on the GPU."""
     import torch
-    from transformers.models.gemma4.modeling_gemma4 import Gemma4ForCausalLM, Gemma4ForConditionalGeneration
 
     # config.json is in sglang's layout (text-only, or with the published towers); give transformers
     # the config the weights were written from.
-    model_class = Gemma4ForCausalLM if arch == "causal" else Gemma4ForConditionalGeneration
-    model = model_class.from_pretrained(model_dir, config=hf_config(text, arch), dtype=torch.float32)
+    model = hf_model_class(arch).from_pretrained(model_dir, config=hf_config(text, arch), dtype=torch.float32)
     model = model.to("cuda").eval()
     out = {}
     with torch.no_grad():

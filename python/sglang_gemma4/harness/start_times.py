@@ -29,7 +29,7 @@ def _first(pattern: str, text: str) -> float | None:
 
 
 def _stamp_of(lines: list[str], needle: str) -> datetime | None:
-    return next((_stamp(line) for line in lines if needle in line and _stamp(line)), None)
+    return next((stamp for line in lines if needle in line and (stamp := _stamp(line))), None)
 
 
 def start_times(text: str) -> dict:
