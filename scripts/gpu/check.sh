@@ -9,7 +9,8 @@
 #                (pristine, then patched; pristine 0.5.12 cannot load the draft's config)
 #   bad-input    malformed and hostile requests against a server (default variant e2b)
 #   gpu-tests    every patch's tests on the GPU against the bundle's patched tree (CUDA kernels
-#                for real, and the `gpu`-marked cases CI skips; also the graph-replay timer's)
+#                for real, and the `gpu`-marked cases CI skips; also the graph-replay timer's), or
+#                the test files in $GPU_TESTS
 #   routing      patch 0020's kernel vs the torch routing ops, CUDA-graph replayed, T = 1..512
 #   serve        `make serve` as a user runs it (patched build): checkpoint made, served, one request
 #   parity       reduced-layer random-weight checkpoints: pristine and patched vs transformers
@@ -39,8 +40,8 @@
 #                then on, same call ($MTP_WORKLOADS picks workloads); pool usage over time per setup
 #   yoco         patch 0080 (opt-in): E2B/E4B (default both) parity vs transformers with
 #                SGLANG_GEMMA4_YOCO=1 (graphs off, so prefills are eligible), whole and in 256-token
-#                chunks, then prefill A/B off vs on, 30 x 7000/10 with the radix cache and piecewise
-#                graphs off ($YOCO_WORKLOADS)
+#                chunks, then A/B off vs on with the radix cache and piecewise graphs off: prefill
+#                30 x 7000/10 and decode 64 x 100/1000 ($YOCO_WORKLOADS)
 #   moe-tune     the fused-MoE kernel configs for 26B-A4B on this GPU (scripts/tune_gemma4_moe.py,
 #                $MOE_TUNE_ARGS), then batch-1 and chat with sglang's shipped configs vs the tuned file
 #                (SGLANG_MOE_CONFIG_DIR), patched build, same call
@@ -90,8 +91,8 @@ for arg in "$@"; do
     gpu-tests) tree=$PREFIX-tree  # the layout the tests expect: TREE/python/sglang
                mkdir -p "$tree/python" && ln -sfn "$PREFIX/patched/sglang" "$tree/python/sglang"
                ( . "$PREFIX/env-patched.sh"; export PYTHONPATH=$PWD/python:$PYTHONPATH
-                 SGLANG_GEMMA4_TREE=$tree python3 -m pytest -q -p no:cacheprovider test/patches \
-                   test/harness/test_cuda_timing.py ) 2>&1 |
+                 SGLANG_GEMMA4_TREE=$tree python3 -m pytest -q -p no:cacheprovider \
+                   ${GPU_TESTS:-test/patches test/harness/test_cuda_timing.py} ) 2>&1 |
                  tee "$OUT/gpu-tests.log" | tail -15 || status=1 ;;
     routing) ( . "$PREFIX/env-patched.sh"
                python3 scripts/bench_gemma4_routing.py --out "$OUT/routing" ) || status=1 ;;
@@ -170,9 +171,9 @@ for arg in "$@"; do
               --patched-env SGLANG_GEMMA4_YOCO=1 --server-flags "--chunked-prefill-size 256" \
               --out "$OUT/yoco-parity-chunked" || status=1
             python3 -m sglang_gemma4.harness.bench --variant "$v" --out "$OUT/yoco-$v" \
-              --workloads ${YOCO_WORKLOADS:-long-prefill} --config "off=patched" \
+              --workloads ${YOCO_WORKLOADS:-long-prefill decode-burst} --config "off=patched" \
               --config "on=patched SGLANG_GEMMA4_YOCO=1" -- --disable-radix-cache \
-              --disable-piecewise-cuda-graph --cuda-graph-max-bs 8 || status=1
+              --disable-piecewise-cuda-graph --cuda-graph-max-bs 64 || status=1
           done ;;
     moe-tune) ( . "$PREFIX/env-patched.sh"
                 python3 scripts/tune_gemma4_moe.py --out "$OUT/moe-tune" ${MOE_TUNE_ARGS:-} ) || status=1

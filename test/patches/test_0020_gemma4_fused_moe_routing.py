@@ -63,6 +63,15 @@ def test_ties_take_the_lowest_expert_first(experts, k, dtype):
     torch.testing.assert_close(weights, ref_weights, rtol=1e-5, atol=1e-6)
 
 
+def test_signed_zeros_tie_and_nan_logits_are_never_chosen():
+    # -0.0 == 0.0: the lower id first; a NaN logit ranks below every real one, -inf included.
+    logits = torch.tensor([[0.0, -0.0, float("nan"), -float("inf"), 1.0, -0.0]], device=DEVICE)
+    weights, ids = gemma4_fused_routing(logits, torch.ones(6, device=DEVICE), 5)
+    assert ids.tolist() == [[4, 0, 1, 5, 3]]
+    ref = torch.softmax(torch.tensor([1.0, 0.0, 0.0, 0.0, -float("inf")]), dim=-1)
+    torch.testing.assert_close(weights.cpu(), ref[None], rtol=1e-6, atol=0)
+
+
 def test_masked_experts_and_empty_batch():
     logits = torch.full((2, 8), -float("inf"), device=DEVICE)  # -inf: an expert masked out
     logits[0, 5], logits[1, 2], logits[1, 6] = 1.0, 0.5, 0.5
