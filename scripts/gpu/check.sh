@@ -22,7 +22,7 @@
 #                to batch 64, as decode-burst runs 64 requests); $KERNELS_OFF replaces the kill
 #                switches of the "unfused" side, e.g. one patch's switch alone; $KERNEL_FLAGS the server flags
 #   profile      one decode step at batch 1, 4, 16, 64: graph step time and per-kernel attribution,
-#                pristine then patched (default 26b-a4b; e.g. profile:26b-a4b,31b,e4b); $PROFILE_ENV
+#                pristine then patched or $PROFILE_BUILDS (default 26b-a4b; e.g. profile:26b-a4b,31b,e4b); $PROFILE_ENV
 #                (KEY=VALUE ...) adds a third, patched with that environment, e.g. a kill switch
 #   memory       weight memory and KV pool per build, model runner only (harness/memory.py): the
 #                conditional class at --mem-fraction-static 0.85 (towers built or not, default 31b,e4b),
@@ -94,7 +94,7 @@ for arg in "$@"; do
                  SGLANG_GEMMA4_TREE=$tree python3 -m pytest -q -p no:cacheprovider \
                    ${GPU_TESTS:-test/patches test/harness/test_cuda_timing.py} ) 2>&1 |
                  tee "$OUT/gpu-tests.log" | tail -15 || status=1 ;;
-    routing) ( . "$PREFIX/env-patched.sh"
+    routing) ( . "$PREFIX/env-patched.sh"; export PYTHONPATH=$PWD/python:$PYTHONPATH
                python3 scripts/bench_gemma4_routing.py --out "$OUT/routing" ) || status=1 ;;
     serve) ( . "$PREFIX/env-patched.sh"; exec setsid make serve \
                SERVE_FLAGS="-- --cuda-graph-max-bs 8 --piecewise-cuda-graph-max-tokens 512" ) > "$OUT/serve.log" 2>&1 &
@@ -123,8 +123,9 @@ for arg in "$@"; do
                  --config "unfused=patched $unfused" --config "fused=patched" -- ${KERNEL_FLAGS:---cuda-graph-max-bs 64} || status=1
              done ;;
     profile) for v in ${variants:-26b-a4b}; do
-               python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" --build pristine || status=1
-               python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" --build patched || status=1
+               for build in ${PROFILE_BUILDS:-pristine patched}; do
+                 python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" --build $build || status=1
+               done
                [ -z "${PROFILE_ENV:-}" ] || python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" \
                  --build patched --label patched-env --env $PROFILE_ENV || status=1
              done ;;
@@ -175,7 +176,7 @@ for arg in "$@"; do
               --config "on=patched SGLANG_GEMMA4_YOCO=1" -- --disable-radix-cache \
               --disable-piecewise-cuda-graph --cuda-graph-max-bs 64 || status=1
           done ;;
-    moe-tune) ( . "$PREFIX/env-patched.sh"
+    moe-tune) ( . "$PREFIX/env-patched.sh"; export PYTHONPATH=$PWD/python:$PYTHONPATH
                 python3 scripts/tune_gemma4_moe.py --out "$OUT/moe-tune" ${MOE_TUNE_ARGS:-} ) || status=1
               python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/moe-ab" --workloads batch1 chat \
                 --config "shipped=patched" --config "tuned=patched SGLANG_MOE_CONFIG_DIR=$OUT/moe-tune" \
