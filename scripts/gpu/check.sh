@@ -37,8 +37,9 @@
 #                patch 0003's JIT all-reduce off); e.g. tp2-ab:fused,unfused; $TP2_WORKLOADS (default chat)
 #   mtp-fill     issue #6's GPU check: the MTP preset (26B-A4B target + assistant draft, patched build)
 #                under summarization 8000/1000 x 80, which fills the SWA pool, and chat 1000/1000; MTP off
-#                then on, same call ($MTP_WORKLOADS picks workloads); pool usage over time per setup
-#   yoco         patch 0080 (opt-in): E2B/E4B (default both) parity vs transformers with
+#                then on, same call ($MTP_WORKLOADS picks workloads, $MTP_SETUPS the order or one side);
+#                pool usage over time per setup
+#   yoco         patch 0080 (on by default): E2B/E4B (default both) parity vs transformers with
 #                SGLANG_GEMMA4_YOCO=1 (graphs off, so prefills are eligible), whole and in 256-token
 #                chunks, then A/B off vs on with the radix cache and piecewise graphs off: prefill
 #                30 x 7000/10 and decode 64 x 100/1000 ($YOCO_WORKLOADS)
@@ -157,7 +158,7 @@ for arg in "$@"; do
             python3 -m sglang_gemma4.harness.bench --variant 31b --out "$OUT/tp2-ab" "${setups[@]}" \
               --workloads ${TP2_WORKLOADS:-chat} -- --tp-size 2 --cuda-graph-max-bs 32 --disable-piecewise-cuda-graph ||
               status=1 ;;
-    mtp-fill) for mtp in off on; do
+    mtp-fill) for mtp in ${MTP_SETUPS:-off on}; do
                 python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/mtp-fill" \
                   $([ $mtp = on ] && echo --mtp) --config "mtp-$mtp=patched" \
                   --workloads ${MTP_WORKLOADS:-summarization-80 chat} -- --cuda-graph-max-bs 32 \
@@ -172,7 +173,7 @@ for arg in "$@"; do
               --patched-env SGLANG_GEMMA4_YOCO=1 --server-flags "--chunked-prefill-size 256" \
               --out "$OUT/yoco-parity-chunked" || status=1
             python3 -m sglang_gemma4.harness.bench --variant "$v" --out "$OUT/yoco-$v" \
-              --workloads ${YOCO_WORKLOADS:-long-prefill decode-burst} --config "off=patched" \
+              --workloads ${YOCO_WORKLOADS:-long-prefill decode-burst} --config "off=patched SGLANG_GEMMA4_YOCO=0" \
               --config "on=patched SGLANG_GEMMA4_YOCO=1" -- --disable-radix-cache \
               --disable-piecewise-cuda-graph --cuda-graph-max-bs 64 || status=1
           done ;;

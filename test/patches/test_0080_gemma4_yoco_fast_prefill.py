@@ -170,8 +170,11 @@ def test_model_reads_the_switch_and_the_shared_layer_count(monkeypatch):
         monkeypatch.setattr(gemma4_causal, name, lambda *a, **k: nn.Identity())
     monkeypatch.setattr(gemma4_causal.Gemma4TextModel, "post_init", lambda self: None)
     e2b = Gemma4TextConfig(**text_config("e2b"))  # 35 layers, the last 20 KV-shared
-    for switch, expected in [("1", True), ("0", False)]:
-        monkeypatch.setenv("SGLANG_GEMMA4_YOCO", switch)
+    for switch, expected in [(None, True), ("1", True), ("0", False)]:  # on by default
+        if switch is None:
+            monkeypatch.delenv("SGLANG_GEMMA4_YOCO", raising=False)
+        else:
+            monkeypatch.setenv("SGLANG_GEMMA4_YOCO", switch)
         model = gemma4_causal.Gemma4TextModel(e2b)
         assert model.fast_prefill is expected and model.first_kv_shared_layer == 15
     monkeypatch.setenv("SGLANG_GEMMA4_YOCO", "1")
