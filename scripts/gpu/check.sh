@@ -37,8 +37,8 @@
 #                patch 0003's JIT all-reduce off); e.g. tp2-ab:fused,unfused; $TP2_WORKLOADS (default chat)
 #   mtp-fill     issue #6's GPU check: the MTP preset (26B-A4B target + assistant draft, patched build)
 #                under summarization 8000/1000 x 80, which fills the SWA pool, and chat 1000/1000; MTP off
-#                then on, same call ($MTP_WORKLOADS picks workloads, $MTP_SETUPS the order or one side);
-#                pool usage over time per setup
+#                then on, same call ($MTP_WORKLOADS picks workloads, $MTP_SETUPS the order or one side,
+#                $MTP_ENV adds KEY=VALUE pairs, e.g. SGLANG_TRTLLM_MHA_DEBUG=1); pool usage over time
 #   yoco         patch 0080 (on by default): E2B/E4B (default both) parity vs transformers with
 #                SGLANG_GEMMA4_YOCO=1 (graphs off, so prefills are eligible), whole and in 256-token
 #                chunks, then A/B off vs on with the radix cache and piecewise graphs off: prefill
@@ -160,7 +160,7 @@ for arg in "$@"; do
               status=1 ;;
     mtp-fill) for mtp in ${MTP_SETUPS:-off on}; do
                 python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/mtp-fill" \
-                  $([ $mtp = on ] && echo --mtp) --config "mtp-$mtp=patched" \
+                  $([ $mtp = on ] && echo --mtp) --config "mtp-$mtp=patched ${MTP_ENV:-}" \
                   --workloads ${MTP_WORKLOADS:-summarization-80 chat} -- --cuda-graph-max-bs 32 \
                   --disable-piecewise-cuda-graph || status=1
               done
