@@ -32,6 +32,7 @@ class FakeBackend(TritonAttnBackend):
 
     def init_forward_metadata(self, forward_batch):
         self.calls.append((forward_batch.forward_mode, forward_batch.batch_size))
+        self.seq_lens_attended = getattr(forward_batch, "seq_lens", None)
         self.kv_indptr.fill_(-1)
         if self.window_kv_indptr is not None:
             self.window_kv_indptr.fill_(-2)
@@ -102,6 +103,18 @@ def test_decode_view_is_built_as_decode_and_restored_exactly(window):
     assert torch.equal(backend.kv_indptr[:4], indptr[:4])
     if window:
         assert torch.equal(backend.window_kv_indptr[:4], window_indptr[:4])
+
+
+def test_a_cached_prefix_only_lengthens_what_the_last_tokens_attend():
+    # A radix-cache hit or a later chunk of a chunked prefill: the prefix's K/V is in the cache
+    # already, the extend holds only the new tokens, and seq_lens counts both.
+    b = batch(extend_lens=(5, 1, 3))
+    b.extend_prefix_lens_cpu, b.seq_lens = [100, 0, 7], torch.tensor([105, 1, 10])
+    assert fast_prefill_applies(b, first_kv_shared_layer=4, layers_to_capture=[])
+    assert last_token_rows(b).tolist() == [4, 5, 8]
+    with last_token_decode_view(b):
+        pass
+    assert b.attn_backend.seq_lens_attended.tolist() == [105, 1, 10]
 
 
 def test_decode_view_restores_on_an_exception():
