@@ -35,6 +35,9 @@ WORKLOADS = {
     "summarization-80": (8000, 1000, 80, 80),  # as many requests as the KV pools admit at once
     "long-prefill": (7000, 10, 30, 30),
     "decode-burst": (100, 1000, 64, 64),
+    # issue #8 part 2's TPOT points besides decode-burst's 100/1000
+    "in3000-out100": (3000, 100, 64, 32),
+    "in500-out500": (500, 500, 64, 32),
     "batch1": (128, 256, 8, 1),
 }
 METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "median_itl_ms", "duration",
