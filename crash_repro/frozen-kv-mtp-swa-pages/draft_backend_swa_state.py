@@ -24,8 +24,13 @@ from types import SimpleNamespace
 os.environ.setdefault("SGLANG_FLASHINFER_WORKSPACE_SIZE", "1024")  # the backend allocates this on the device
 
 
-def pools(torch, SWAKVPool, SWATokenToKVPoolAllocator, MHATokenToKVPool):
+def pools():
     """The target's SWA pool and allocator, and the draft's own (non-SWA) pool."""
+    import torch
+
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+    from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool, SWATokenToKVPoolAllocator
+
     target_pool = SWAKVPool(size=256, size_swa=64, page_size=1, dtype=torch.bfloat16, head_num=1,
                             head_dim=8, swa_attention_layer_ids=[0, 1], full_attention_layer_ids=[2],
                             enable_kvcache_transpose=False, device="cpu")
@@ -44,12 +49,11 @@ def main() -> int:
     import torch
 
     from sglang.srt.layers.attention import trtllm_mha_backend
-    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
-    from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool, SWATokenToKVPoolAllocator
+    from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
     from sglang.srt.speculative.frozen_kv_mtp_info import FrozenKVMTPContext
     from sglang.srt.speculative.frozen_kv_mtp_utils import frozen_kv_target_view
 
-    target_pool, allocator, draft_pool = pools(torch, SWAKVPool, SWATokenToKVPoolAllocator, MHATokenToKVPool)
+    target_pool, allocator, draft_pool = pools()
     draft_runner = SimpleNamespace(
         token_to_kv_pool=draft_pool, token_to_kv_pool_allocator=allocator,  # as FrozenKVMTPWorker sets them
         model_config=SimpleNamespace(context_len=256, hidden_size=8), kv_cache_dtype=torch.bfloat16,

@@ -77,8 +77,9 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 bash scripts/gpu/setup.sh dist/bundle 2>&1 | tee "$OUT/setup.log"
 # The harness itself (checkpoints, transformers reference, bench client) runs on the pristine build's
 # packages, so transformers is the release sglang pins on both sides of every comparison.
-. "$PREFIX/env-pristine.sh"
-export PYTHONPATH=$PWD/python:$PYTHONPATH
+# A build's environment (its PYTHONPATH) with this repo's harness package on top.
+use_build() { . "$PREFIX/env-$1.sh"; export PYTHONPATH=$PWD/python:$PYTHONPATH; }
+use_build pristine
 # Small capture sets keep each server start short; the benches below use the preset's.
 SMOKE_FLAGS=(--cuda-graph-max-bs 8 --piecewise-cuda-graph-max-tokens 512)
 status=0  # a failing stage is reported, and the next stage still runs
@@ -95,11 +96,11 @@ for arg in "$@"; do
          done ;;
     gpu-tests) tree=$PREFIX-tree  # the layout the tests expect: TREE/python/sglang
                mkdir -p "$tree/python" && ln -sfn "$PREFIX/patched/sglang" "$tree/python/sglang"
-               ( . "$PREFIX/env-patched.sh"; export PYTHONPATH=$PWD/python:$PYTHONPATH
+               ( use_build patched
                  SGLANG_GEMMA4_TREE=$tree python3 -m pytest -q -p no:cacheprovider \
                    ${GPU_TESTS:-test/patches test/harness/test_cuda_timing.py} ) 2>&1 |
                  tee "$OUT/gpu-tests.log" | tail -15 || status=1 ;;
-    routing) ( . "$PREFIX/env-patched.sh"; export PYTHONPATH=$PWD/python:$PYTHONPATH
+    routing) ( use_build patched
                python3 scripts/bench_gemma4_routing.py --out "$OUT/routing" ) || status=1 ;;
     serve) ( . "$PREFIX/env-patched.sh"; exec setsid make serve \
                SERVE_FLAGS="-- --cuda-graph-max-bs 8 --piecewise-cuda-graph-max-tokens 512" ) > "$OUT/serve.log" 2>&1 &
@@ -181,7 +182,7 @@ for arg in "$@"; do
               --config "on=patched SGLANG_GEMMA4_YOCO=1" -- --disable-radix-cache \
               --disable-piecewise-cuda-graph --cuda-graph-max-bs 64 || status=1
           done ;;
-    moe-tune) ( . "$PREFIX/env-patched.sh"; export PYTHONPATH=$PWD/python:$PYTHONPATH
+    moe-tune) ( use_build patched
                 python3 scripts/tune_gemma4_moe.py --out "$OUT/moe-tune" ${MOE_TUNE_ARGS:-} ) || status=1
               python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/moe-ab" --workloads batch1 chat \
                 --config "shipped=patched" --config "tuned=patched SGLANG_MOE_CONFIG_DIR=$OUT/moe-tune" \

@@ -81,12 +81,12 @@ def test_backend_checks_against_the_layer_pool():
         b._check_page_table(table, k_cache, SimpleNamespace(layer_id=7), "decode")
 
 
-def swa_allocator(monkeypatch, debug: bool, size=64, size_swa=32):
+def swa_allocator(monkeypatch, debug: bool, page_size=1, size=64, size_swa=32):
     monkeypatch.setenv("SGLANG_TRTLLM_MHA_DEBUG", "1" if debug else "0")
-    pool = SWAKVPool(size=size, size_swa=size_swa, page_size=1, dtype=torch.bfloat16, head_num=1,
+    pool = SWAKVPool(size=size, size_swa=size_swa, page_size=page_size, dtype=torch.bfloat16, head_num=1,
                      head_dim=8, swa_attention_layer_ids=[0], full_attention_layer_ids=[1],
                      enable_kvcache_transpose=False, device="cpu")
-    return SWATokenToKVPoolAllocator(size, size_swa, 1, torch.bfloat16, "cpu", pool, need_sort=False)
+    return SWATokenToKVPoolAllocator(size, size_swa, page_size, torch.bfloat16, "cpu", pool, need_sort=False)
 
 
 def test_swa_allocator_is_silent_on_its_own_indices(monkeypatch):
@@ -108,11 +108,7 @@ def test_swa_allocator_trap_fires_only_when_on(monkeypatch, debug):
 
 
 def test_paged_alloc_decode_trap(monkeypatch):
-    monkeypatch.setenv("SGLANG_TRTLLM_MHA_DEBUG", "1")
-    pool = SWAKVPool(size=64, size_swa=32, page_size=PAGE, dtype=torch.bfloat16, head_num=1, head_dim=8,
-                     swa_attention_layer_ids=[0], full_attention_layer_ids=[1], enable_kvcache_transpose=False,
-                     device="cpu")
-    allocator = SWATokenToKVPoolAllocator(64, 32, PAGE, torch.bfloat16, "cpu", pool, need_sort=False)
+    allocator = swa_allocator(monkeypatch, debug=True, page_size=PAGE)
     monkeypatch.setattr(allocator.full_attn_allocator, "alloc_decode", lambda *a: torch.tensor([5, 9]))
     # 32 SWA tokens + one padding page: rows 0..35; 36 is one past the end.
     monkeypatch.setattr(allocator.swa_attn_allocator, "alloc_decode", lambda *a: torch.tensor([35, 36]))

@@ -43,17 +43,19 @@ class CountingEmbedder(gemma4_mm.Gemma4MultimodalEmbedder):
         return super().forward(inputs_embeds)
 
 
-def model():
+def model(tower=None, vision_hidden=VISION_HIDDEN, device="cpu", dtype=torch.float32, init_std=1.0):
+    """The methods under test bound to the parts they read: a vision tower (the stand-in unless
+    given), Gemma-4's embedder with random weights, and the language model's device and dtype."""
     torch.manual_seed(0)
-    embedder = CountingEmbedder(SimpleNamespace(rms_norm_eps=1e-6, hidden_size=VISION_HIDDEN, output_proj_dims=None),
-                                SimpleNamespace(hidden_size=TEXT_HIDDEN))
+    embedder = CountingEmbedder(SimpleNamespace(rms_norm_eps=1e-6, hidden_size=vision_hidden, output_proj_dims=None),
+                                SimpleNamespace(hidden_size=TEXT_HIDDEN)).to(device, dtype)
     for p in embedder.parameters():
-        nn.init.normal_(p)
+        nn.init.normal_(p, std=init_std)
     CountingEmbedder.calls = 0
     fake = SimpleNamespace(
-        vision_tower=StandInTower(), embed_vision=embedder,
+        vision_tower=tower or StandInTower(), embed_vision=embedder,
         config=SimpleNamespace(text_config=SimpleNamespace(hidden_size=TEXT_HIDDEN)),
-        language_model=SimpleNamespace(device=torch.device("cpu"), dtype=lambda: torch.float32,
+        language_model=SimpleNamespace(device=torch.device(device), dtype=lambda: dtype,
                                        config=SimpleNamespace(hidden_size=TEXT_HIDDEN)),
         parameters=embedder.parameters)
     for name in ("get_image_feature", "get_video_feature", "_get_vision_feature"):
@@ -172,16 +174,7 @@ def grid_images(count: int, side: int, real_rows: list[int], patch_pixels: int, 
 
 def with_real_tower(monkeypatch, backend: str, dtype):
     tower, config = real_vision_tower(monkeypatch, backend, dtype)
-    m = model()
-    m.vision_tower = tower
-    m.embed_vision = CountingEmbedder(SimpleNamespace(rms_norm_eps=1e-6, hidden_size=config.hidden_size,
-                                                      output_proj_dims=None), SimpleNamespace(hidden_size=TEXT_HIDDEN))
-    m.embed_vision.to(DEVICE_FOR[backend], dtype)
-    for p in m.embed_vision.parameters():
-        nn.init.normal_(p, std=0.05)
-    m.language_model = SimpleNamespace(device=torch.device(DEVICE_FOR[backend]), dtype=lambda: dtype,
-                                       config=SimpleNamespace(hidden_size=TEXT_HIDDEN))
-    return m, 3 * config.patch_size**2
+    return model(tower, config.hidden_size, DEVICE_FOR[backend], dtype, init_std=0.05), 3 * config.patch_size**2
 
 
 def test_real_vision_tower_one_image_per_size_matches_per_image(monkeypatch, one_process_group):
