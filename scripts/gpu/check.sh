@@ -52,6 +52,9 @@
 #                kernels the cold start compiled (harness/triton_cache.py)
 #   tiles        the Triton extend-attention kernel on Gemma-4 shapes: a grid of tiles vs the shipped one
 #                (scripts/bench_extend_attention_tiles.py; $TILE_CASES picks cases)
+#   tiles-ab     patch 0100 (Hopper extend-attention tiles) off vs on, patched build, same call, on the full
+#                26B-A4B shape: MTP off (tiles-ab:off) and/or on (tiles-ab:on), default both;
+#                $TILES_AB_WORKLOADS (default summarization)
 #   swa          issue #9's SWA pool study on the full 26B-A4B shape, patched build: summarization
 #                8000/1000 x 80 and chat 1000/1000 per setup (default r0.8,r0.15; the others add
 #                the leaf-lock release (-leaf) or --disable-radix-cache (-noradix)), into $OUT/swa;
@@ -202,6 +205,12 @@ for arg in "$@"; do
     tiles) ( . "$PREFIX/env-pristine.sh"
              python3 scripts/bench_extend_attention_tiles.py --out "$OUT/tiles" ${TILE_CASES:+--cases $TILE_CASES} ) ||
              status=1 ;;
+    tiles-ab) for mtp in ${variants:-off on}; do
+                python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/tiles-ab" \
+                  $([ $mtp = on ] && echo --mtp) --config "generic-mtp-$mtp=patched SGLANG_OPT_HOPPER_EXTEND_ATTENTION_TILES=0" \
+                  --config "tiles-mtp-$mtp=patched" --workloads ${TILES_AB_WORKLOADS:-summarization} -- \
+                  --cuda-graph-max-bs 32 --disable-piecewise-cuda-graph || status=1
+              done ;;
     swa) declare -A swa_setups=(
            [r0.8]="--swa-full-tokens-ratio 0.8" [r0.15]="--swa-full-tokens-ratio 0.15"
            [r0.8-leaf]="SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW=1 --swa-full-tokens-ratio 0.8"
