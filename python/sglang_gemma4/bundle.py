@@ -37,6 +37,8 @@ from sglang_gemma4.worktree import WorkTree
 PART_SIZE = 60 * 1024 * 1024
 # sglang requirements (direct or pulled in by another) that the Hopper serving path with the triton
 # attention backend, `--sampling-backend pytorch` and `--grammar-backend none` never imports.
+# (cuda-tile is carried: flashinfer.comm imports it at module level, and without flashinfer.comm
+# sglang turns its tensor-parallel allreduce + RMSNorm fusion off with only a warning.)
 NOT_LOADED = {
     "flash-attn-4": "FA4 kernels, SM100 only",
     "tilelang": "DeepSeek sparse-attention kernels",
@@ -47,7 +49,6 @@ NOT_LOADED = {
     "nvidia-cutlass-dsl-libs-base": "CuTe-DSL",
     "nvidia-cutlass-dsl-libs-core": "CuTe-DSL",
     "nvidia-cutlass-dsl-libs-cu12": "CuTe-DSL",
-    "cuda-tile": "CuTe-DSL",
     "flashinfer-cubin": "prebuilt cubins; flashinfer JIT-compiles the few kernels it is asked for",
     "torchao": "quantization recipes",
     "torchcodec": "video decoding (multimodal)",

@@ -151,7 +151,12 @@ for arg in "$@"; do
                "piecewise captures" | tee -a "$OUT/pcg-captures.txt"
            done
          done ;;
-    tp2-parity) for mode in fused unfused; do
+    tp2-parity) # sglang serves TP unfused, with only a warning, when flashinfer.comm does not import
+                if ! ( use_build patched; python3 -c "import flashinfer.comm" ) > "$OUT/flashinfer-comm.txt" 2>&1; then
+                  echo "check: flashinfer.comm does not import, so the fused side would run unfused:" >&2
+                  tail -3 "$OUT/flashinfer-comm.txt" >&2; status=1
+                fi
+                for mode in fused unfused; do
                   flags="--tp-size 2"; [ $mode = fused ] || flags+=" --enforce-disable-flashinfer-allreduce-fusion"
                   python3 -m sglang_gemma4.harness.parity --variants ${variants:-31b} --builds patched \
                     --out "$OUT/tp2-parity-$mode" --server-flags "$flags" || status=1

@@ -19,6 +19,11 @@ def test_parses_both_kinds_of_batch_line():
     assert samples[1]["swa_token"] == 2100 and samples[1]["swa_token_usage"] == 0.97
 
 
+def test_reads_tensor_parallel_rank_tags():
+    tagged = LOG.replace("06:57:17]", "06:57:17 TP0]").replace("06:57:20]", "06:57:20 DP0 TP0]")
+    assert parse(tagged) == parse(LOG)
+
+
 def test_summary_takes_peaks_and_counts_cached_prefill():
     result = summary(parse(LOG))
     assert result["peak_queue_req"] == 7 and result["peak_running_req"] == 2

@@ -14,7 +14,8 @@ import re
 from datetime import datetime
 from pathlib import Path
 
-STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\] "
+# a tensor-parallel server tags its scheduler's lines with the rank: "[2026-11-22 16:25:45 TP0] ..."
+STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?: [A-Z]+\d+)*\] "
                    r"(?:(Prefill|Decode) batch,|KV cache pool is full\. (Retract) requests\.) (.*)$")
 FIELD = re.compile(r"(#?[a-z][a-z_ -]*?): ([\d.]+)")
 POOL_SIZE = re.compile(r"(full_layer_tokens|swa_layer_tokens|max_total_num_tokens)=(\d+)")
