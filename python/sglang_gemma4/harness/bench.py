@@ -172,7 +172,9 @@ def main() -> int:
             tokenizer = args.model or str(REPO / "checkpoints" / args.variant)
             for workload in args.workloads:
                 record = run_workload(server, setup.name, workload, tokenizer, out)
-                record["ready_s"] = round(server.ready_s, 1)
+                # what the server ran with, so a row says which switches and flags it measured
+                record.update(ready_s=round(server.ready_s, 1), server_env=setup.env, mtp=args.mtp,
+                              server_flags=[*args.extra, *setup.flags])
                 records.append(record)
                 with open(out / "bench.jsonl", "a") as f:
                     f.write(json.dumps(record) + "\n")
