@@ -11,6 +11,9 @@ The tokenizer is a byte-level BPE trained on this repository's text and padded t
 the ids a random or a dummy-weight model emits decode to visible text (bench tools count streamed
 text: ids that decode to nothing, like skipped specials, would read as zero tokens).
 
+--arch conditional writes Gemma4ForConditionalGeneration with the published vision (and audio)
+tower shapes and a processor (processor_config.json), so image requests can be served.
+
 --arch assistant writes the MTP draft (Gemma4AssistantForCausalLM) of a 26B-A4B or 31B target:
 config and tokenizer only, to be served with --load-format dummy.
 """
@@ -21,10 +24,18 @@ from pathlib import Path
 
 from sglang_gemma4.variants import ARCHS, TOWERS, VARIANTS, assistant_text_config, text_config
 
-SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>")
+# Gemma 4's multimodal placeholders, under the names its processor reads from the tokenizer
+MULTIMODAL_TOKENS = {"image_token": "<|image|>", "boi_token": "<|image>", "eoi_token": "<image|>",
+                     "video_token": "<|video|>", "audio_token": "<|audio|>", "boa_token": "<|audio>",
+                     "eoa_token": "<audio|>"}
+SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>", *MULTIMODAL_TOKENS.values())
 TRAINED_VOCAB = 8192
+# A message's content is a string, or a list of parts ({"type": "text", "text": ...} or an image)
 CHAT_TEMPLATE = (
-    "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n"
+    "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n"
+    "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for part in m['content'] %}"
+    "{% if part['type'] == 'text' %}{{ part['text'] }}{% elif part['type'] == 'image' %}<|image|>{% endif %}"
+    "{% endfor %}{% endif %}<end_of_turn>\n"
     "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
 )
 
@@ -82,6 +93,14 @@ def token_ids(vocab_size: int) -> dict[str, int]:
     return {"pad_token_id": ids["<pad>"], "eos_token_id": ids["<eos>"], "bos_token_id": ids["<bos>"]}
 
 
+def multimodal_token_ids(vocab_size: int) -> dict[str, int]:
+    """Gemma4Config's placeholder ids for the multimodal tokens of this tokenizer."""
+    ids = {name: special_ids(vocab_size)[token] for name, token in MULTIMODAL_TOKENS.items()}
+    return {"image_token_id": ids["image_token"], "boi_token_id": ids["boi_token"], "eoi_token_id": ids["eoi_token"],
+            "video_token_id": ids["video_token"], "audio_token_id": ids["audio_token"],
+            "boa_token_id": ids["boa_token"], "eoa_token_index": ids["eoa_token"]}
+
+
 def training_text(root: Path) -> list[str]:
     """Text the repository holds (docs, patches, code): enough for a small BPE."""
     files = sorted(p for ext in ("*.md", "*.py", "*.patch", "*.toml", "*.sh") for p in root.rglob(ext)
@@ -125,9 +144,24 @@ def write_tokenizer(out: Path, texts: list[str], vocab_size: int) -> None:
     (out / "tokenizer_config.json").write_text(json.dumps({
         "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<bos>", "eos_token": "<eos>",
         "pad_token": "<pad>", "add_bos_token": True, "chat_template": CHAT_TEMPLATE,
-        "model_max_length": 1 << 20}, indent=1))
+        "extra_special_tokens": MULTIMODAL_TOKENS, "model_max_length": 1 << 20}, indent=1))
     (out / "special_tokens_map.json").write_text(json.dumps(
         {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>"}, indent=1))
+
+
+def write_processor(out: Path) -> None:
+    """processor_config.json: Gemma 4's processor with transformers' default image, video and audio
+    settings over the tokenizer in `out`, so that image requests can be served and benchmarked."""
+    from transformers import AutoTokenizer
+    from transformers.models.gemma4.feature_extraction_gemma4 import Gemma4AudioFeatureExtractor
+    from transformers.models.gemma4.image_processing_gemma4 import Gemma4ImageProcessor
+    from transformers.models.gemma4.processing_gemma4 import Gemma4Processor
+    from transformers.models.gemma4.video_processing_gemma4 import Gemma4VideoProcessor
+
+    processor = Gemma4Processor(feature_extractor=Gemma4AudioFeatureExtractor(), image_processor=Gemma4ImageProcessor(),
+                                tokenizer=AutoTokenizer.from_pretrained(out), video_processor=Gemma4VideoProcessor(),
+                                chat_template=CHAT_TEMPLATE)
+    processor.save_pretrained(out)
 
 
 def init_random_(model, seed: int) -> None:
@@ -194,7 +228,8 @@ def write_checkpoint(variant: str, out: Path, layers: int | None = None, arch: s
 
         # The towers are in config.json only: random weights cover the text model (its parity).
         vision, audio = TOWERS[variant]
-        multimodal = Gemma4Config(text_config={**text, **ids}, vision_config=vision, audio_config=audio)
+        multimodal = Gemma4Config(text_config={**text, **ids}, vision_config=vision, audio_config=audio,
+                                  **multimodal_token_ids(text["vocab_size"]))
         config = {**multimodal.to_dict(), "architectures": [architecture]}
     config.update(**ids, torch_dtype="bfloat16")
     report = {"variant": variant, "arch": architecture, "layers": text["num_hidden_layers"],
@@ -204,6 +239,8 @@ def write_checkpoint(variant: str, out: Path, layers: int | None = None, arch: s
     (out / "config.json").write_text(json.dumps(config, indent=1))
     (out / "generation_config.json").write_text(json.dumps({**ids, "do_sample": False}, indent=1))
     write_tokenizer(out, training_text(repo_root or Path.cwd()), text["vocab_size"])
+    if arch == "conditional":
+        write_processor(out)
     (out / "sglang_gemma4_checkpoint.json").write_text(json.dumps(report, indent=1))
     log(f"checkpoint: {variant} ({architecture}, {report['layers']} layers, weights {weights}) -> {out}")
     return report

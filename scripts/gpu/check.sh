@@ -55,6 +55,9 @@
 #   tiles-ab     patch 0100 (Hopper extend-attention tiles) off vs on, patched build, same call, on the full
 #                26B-A4B shape: MTP off (tiles-ab:off) and/or on (tiles-ab:on), default both;
 #                $TILES_AB_WORKLOADS (default summarization)
+#   mm-ab        pristine vs patched, same call, serving images (patch 0090: batched vision encoder): a
+#                config-only --arch conditional checkpoint with its processor (default variant e2b),
+#                dummy weights, $MM_WORKLOADS (default images-6: 6 random 720p images per prompt)
 #   swa          issue #9's SWA pool study on the full 26B-A4B shape, patched build: summarization
 #                8000/1000 x 80 and chat 1000/1000 per setup (default r0.8,r0.15; the others add
 #                the leaf-lock release (-leaf) or --disable-radix-cache (-noradix)), into $OUT/swa;
@@ -216,6 +219,14 @@ for arg in "$@"; do
                   --config "tiles-mtp-$mtp=patched" --workloads ${TILES_AB_WORKLOADS:-summarization} -- \
                   --cuda-graph-max-bs 32 --disable-piecewise-cuda-graph || status=1
               done ;;
+    mm-ab) for v in ${variants:-e2b}; do
+             model=$PWD/checkpoints/$v-conditional
+             [ -f "$model/processor_config.json" ] || python3 -m sglang_gemma4 checkpoint --variant "$v" \
+               --arch conditional --weights none --out "$model"
+             python3 -m sglang_gemma4.harness.bench --variant "$v" --model "$model" --builds pristine patched \
+               --workloads ${MM_WORKLOADS:-images-6} --out "$OUT/mm-ab-$v" -- --load-format dummy \
+               --enable-multimodal --cuda-graph-max-bs 16 --disable-piecewise-cuda-graph || status=1
+           done ;;
     swa) declare -A swa_setups=(
            [r0.8]="--swa-full-tokens-ratio 0.8" [r0.15]="--swa-full-tokens-ratio 0.15"
            [r0.8-leaf]="SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW=1 --swa-full-tokens-ratio 0.8"

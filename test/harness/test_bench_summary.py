@@ -3,7 +3,7 @@ parsed from the command line, and the patched servers' environment."""
 
 import pytest
 
-from sglang_gemma4.harness.bench import Setup, parse_setup, plot, summarize, write_summary
+from sglang_gemma4.harness.bench import Setup, dataset_args, parse_setup, plot, summarize, write_summary
 from sglang_gemma4.harness.pool_usage import pool_sizes
 from sglang_gemma4.harness.server import patched_env
 
@@ -55,3 +55,13 @@ def test_patched_env_pairs():
         patched_env(["A"])
     with pytest.raises(SystemExit, match="KEY=VALUE"):
         patched_env(["=1"])
+
+
+def test_image_workloads_use_the_image_dataset_without_pre_tokenized_prompts():
+    # bench_serving refuses --tokenize-prompt with its image dataset; random-ids prompts need it
+    images = dataset_args("images-6").split()
+    assert images[images.index("--dataset-name") + 1] == "image" and "--tokenize-prompt" not in images
+    assert images[images.index("--image-count") + 1] == "6"
+    text = dataset_args("chat").split()
+    assert text[text.index("--dataset-name") + 1] == "random-ids" and "--tokenize-prompt" in text
+    assert "--image-count" not in text

@@ -1,13 +1,15 @@
 """The checkpoint generator: real shapes, features kept with fewer layers, a tokenizer whose every
-id decodes to text, deterministic O(1)-activation random weights."""
+id decodes to text, a multimodal processor for the conditional class, deterministic O(1)-activation
+random weights."""
 
 import json
 
 import pytest
 import torch
 
-from sglang_gemma4.checkpoint import (SPECIAL_TOKENS, build_tokenizer, hf_model, hidden_rms, init_random_,
-                                      reduced_text_config, sglang_text_config, special_ids, write_checkpoint)
+from sglang_gemma4.checkpoint import (CHAT_TEMPLATE, SPECIAL_TOKENS, build_tokenizer, hf_model, hidden_rms,
+                                      init_random_, reduced_text_config, sglang_text_config, special_ids,
+                                      write_checkpoint)
 from sglang_gemma4.variants import ASSISTANTS, VARIANTS, text_config
 
 PUBLISHED = {  # variant: (hidden, layers, heads, kv heads, kv-shared, PLE, experts)
@@ -83,6 +85,38 @@ def test_conditional_checkpoint_has_the_published_towers(tmp_path, variant):
     assert (vision["hidden_size"], vision["num_hidden_layers"]) == TOWER_SHAPES[variant][0]
     assert (audio and (audio["hidden_size"], audio["num_hidden_layers"])) == TOWER_SHAPES[variant][1]
     assert config["text_config"]["hidden_size"] == text_config(variant)["hidden_size"]
+
+
+def test_conditional_checkpoint_processor_expands_images(tmp_path):
+    """The processor the server and bench_serving load: the chat template places one image token per
+    image, and the processor expands each into boi + its soft tokens + eoi with the config's ids."""
+    import numpy as np
+    from PIL import Image
+    from transformers import AutoProcessor
+
+    write_checkpoint("e2b", tmp_path / "ck", arch="conditional", repo_root=tmp_path, log=lambda *_: None)
+    config = json.loads((tmp_path / "ck" / "config.json").read_text())
+    processor = AutoProcessor.from_pretrained(tmp_path / "ck")
+    assert type(processor).__name__ == "Gemma4Processor" and processor.image_token_id == config["image_token_id"]
+    images = [Image.fromarray(np.random.default_rng(i).integers(0, 256, (h, w, 3), dtype=np.uint8))
+              for i, (h, w) in enumerate([(300, 500), (896, 896), (64, 1000)])]
+    content = [{"type": "image", "image": {"url": "x"}} for _ in images] + [{"type": "text", "text": "describe"}]
+    prompt = processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
+                                           tokenize=False)
+    assert prompt.count("<|image|>") == 3 and "describe" in prompt
+    ids = processor(text=[prompt], images=[images], return_tensors="pt")["input_ids"][0].tolist()
+    soft_tokens = processor.image_processor(images)["num_soft_tokens_per_image"]
+    assert ids.count(config["image_token_id"]) == sum(soft_tokens) > 0 and len(set(soft_tokens)) > 1
+    assert ids.count(config["boi_token_id"]) == ids.count(config["eoi_token_id"]) == 3
+
+
+def test_chat_template_renders_text_messages_as_before():
+    from jinja2 import Template
+
+    messages = [{"role": "user", "content": "hi"}, {"role": "model", "content": "hello"}]
+    text = Template(CHAT_TEMPLATE).render(messages=messages, bos_token="<bos>", add_generation_prompt=True)
+    assert text == "<bos><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\nhello<end_of_turn>\n" \
+                   "<start_of_turn>model\n"
 
 
 @pytest.mark.parametrize("variant", sorted(ASSISTANTS))

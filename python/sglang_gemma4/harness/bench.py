@@ -40,6 +40,12 @@ WORKLOADS = {
     "in500-out500": (500, 500, 64, 32),
     "batch1": (128, 256, 8, 1),
 }
+# name: (text tokens, output len, prompts, max concurrency, images per prompt, image size): random
+# images through the server's multimodal processor (bench_serving's image dataset), which needs a
+# checkpoint made with --arch conditional (--model) and a server that serves images
+IMAGE_WORKLOADS = {
+    "images-6": (128, 64, 64, 16, 6, "720p"),
+}
 METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "median_itl_ms", "duration",
            "peak_running_req", "peak_queue_req", "peak_full_token_usage", "peak_swa_token_usage",
            "retracted_reqs", "prefill_cached_tokens")
@@ -67,15 +73,23 @@ def parse_setup(spec: str) -> Setup:
     return Setup(name, build, patched_env(pairs), tuple(words[1 + len(pairs):]))
 
 
+def dataset_args(name: str) -> str:
+    if name in IMAGE_WORKLOADS:
+        input_len, output_len, prompts, concurrency, images, size = IMAGE_WORKLOADS[name]
+        dataset = f"--dataset-name image --image-count {images} --image-resolution {size}"
+    else:
+        input_len, output_len, prompts, concurrency = WORKLOADS[name]
+        # --tokenize-prompt sends the random ids as input_ids: sent as text, they would be
+        # re-tokenized by the server into other (with this tokenizer, ~4x more) tokens.
+        dataset = "--dataset-name random-ids --tokenize-prompt"
+    return (f"{dataset} --random-input-len {input_len} --random-output-len {output_len} --random-range-ratio 1.0 "
+            f"--num-prompts {prompts} --max-concurrency {concurrency} --seed 1")
+
+
 def run_workload(server: Server, setup: str, name: str, tokenizer: str, out: Path) -> dict:
-    input_len, output_len, prompts, concurrency = WORKLOADS[name]
     raw = out / f"{server.variant}-{setup}-{name}.jsonl"
-    # --tokenize-prompt sends the random ids as input_ids: sent as text, they would be re-tokenized
-    # by the server into other (with this tokenizer, ~4x more) tokens.
     command = (f". {build_env_script('pristine')} && python3 -m sglang.bench_serving --backend sglang "
-               f"--host 127.0.0.1 --port {server.port} --dataset-name random-ids --tokenize-prompt "
-               f"--tokenizer {tokenizer} --random-input-len {input_len} --random-output-len {output_len} "
-               f"--random-range-ratio 1.0 --num-prompts {prompts} --max-concurrency {concurrency} --seed 1 "
+               f"--host 127.0.0.1 --port {server.port} --tokenizer {tokenizer} {dataset_args(name)} "
                f"--output-file {raw}")
     log_before = len(server.log_path.read_text(errors="replace"))
     with open(out / f"{server.variant}-{setup}-{name}.client.log", "w") as log:
@@ -149,7 +163,7 @@ def main() -> int:
                         help="plain builds to compare (default pristine patched when no --config is given)")
     parser.add_argument("--config", action="append", default=[], type=parse_setup, dest="setups",
                         metavar="'NAME=BUILD [KEY=VALUE ...] [flags]'", help="a named setup; repeat for more")
-    parser.add_argument("--workloads", nargs="+", default=["chat", "summarization", "batch1"], choices=sorted(WORKLOADS))
+    parser.add_argument("--workloads", nargs="+", default=["chat", "summarization", "batch1"], choices=sorted({**WORKLOADS, **IMAGE_WORKLOADS}))
     parser.add_argument("--model", help="checkpoint dir (default: the launch preset's config-only one, dummy weights)")
     parser.add_argument("--mtp", action="store_true", help="every setup serves with the preset's MTP assistant draft")
     parser.add_argument("--patched-env", nargs="*", default=[], metavar="KEY=VALUE",
