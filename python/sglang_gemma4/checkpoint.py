@@ -98,7 +98,8 @@ def multimodal_token_ids(vocab_size: int) -> dict[str, int]:
     ids = {name: special_ids(vocab_size)[token] for name, token in MULTIMODAL_TOKENS.items()}
     return {"image_token_id": ids["image_token"], "boi_token_id": ids["boi_token"], "eoi_token_id": ids["eoi_token"],
             "video_token_id": ids["video_token"], "audio_token_id": ids["audio_token"],
-            "boa_token_id": ids["boa_token"], "eoa_token_index": ids["eoa_token"]}
+            # transformers names the last one eoa_token_index, sglang's processor reads eoa_token_id
+            "boa_token_id": ids["boa_token"], "eoa_token_index": ids["eoa_token"], "eoa_token_id": ids["eoa_token"]}
 
 
 def training_text(root: Path) -> list[str]:

@@ -92,7 +92,7 @@ def test_conditional_checkpoint_processor_expands_images(tmp_path):
     image, and the processor expands each into boi + its soft tokens + eoi with the config's ids."""
     import numpy as np
     from PIL import Image
-    from transformers import AutoProcessor
+    from transformers import AutoConfig, AutoProcessor
 
     write_checkpoint("e2b", tmp_path / "ck", arch="conditional", repo_root=tmp_path, log=lambda *_: None)
     config = json.loads((tmp_path / "ck" / "config.json").read_text())
@@ -108,6 +108,10 @@ def test_conditional_checkpoint_processor_expands_images(tmp_path):
     soft_tokens = processor.image_processor(images)["num_soft_tokens_per_image"]
     assert ids.count(config["image_token_id"]) == sum(soft_tokens) > 0 and len(set(soft_tokens)) > 1
     assert ids.count(config["boi_token_id"]) == ids.count(config["eoi_token_id"]) == 3
+    # what sglang's Gemma 4 processor reads from the config (it names the audio end eoa_token_id)
+    loaded = AutoConfig.from_pretrained(tmp_path / "ck")
+    assert loaded.eoa_token_id == loaded.eoa_token_index == special_ids(262144)["<audio|>"]
+    assert loaded.image_token_id == config["image_token_id"] and loaded.boa_token_id == special_ids(262144)["<|audio>"]
 
 
 def test_chat_template_renders_text_messages_as_before():
