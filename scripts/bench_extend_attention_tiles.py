@@ -17,15 +17,17 @@ DIR/tiles.md (per case: shipped tile and time, best tile and time, speed-up).
 import argparse
 import itertools
 import json
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+import sys
 from pathlib import Path
 
 import torch
 import triton
 
 from sglang.srt.layers.attention.triton_ops import extend_attention as ea
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+from sglang_gemma4.compile_ahead import compile_ahead  # noqa: E402
 
 # On a build with patch 0100, its own Hopper tiles would override the tiles forced here.
 os.environ["SGLANG_OPT_HOPPER_EXTEND_ATTENTION_TILES"] = "0"
@@ -96,12 +98,6 @@ def compile_tiles(work: list) -> None:
             pass
 
 
-def precompile(jobs: int) -> None:
-    work = [(layer, tile) for layer in LAYERS for tile in [shipped_tile(LAYERS[layer][1])] + GRID]
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        list(pool.map(compile_tiles, [work[i::jobs] for i in range(jobs)]))
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
@@ -111,7 +107,8 @@ def main() -> int:
                         help="processes compiling the kernels before the timing pass")
     args = parser.parse_args()
     print(f"compiling {len(LAYERS) * (len(GRID) + 1)} kernels in {args.jobs} processes", flush=True)
-    precompile(args.jobs)
+    compile_ahead(compile_tiles, [(layer, tile) for layer in LAYERS
+                                  for tile in [shipped_tile(LAYERS[layer][1])] + GRID], args.jobs)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     gpu = torch.cuda.get_device_name()

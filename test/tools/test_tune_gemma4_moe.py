@@ -1,5 +1,5 @@
 """The MoE tuning script's choices that do not need a GPU: the candidate grids, which tiles a batch
-size can use, and the winner per batch size."""
+size can use, the winner per batch size, and the fewest configs within a tolerance."""
 
 import importlib.util
 from pathlib import Path
@@ -34,3 +34,22 @@ def test_pick_keeps_the_fastest_config_per_batch():
     timings = {1: {tune.config_key(a): 5.0, tune.config_key(b): 7.5},
                64: {tune.config_key(a): 9.0, tune.config_key(b): 6.0}}
     assert tune.pick(timings, configs) == {1: a, 64: b}
+
+
+def test_pick_shared_uses_few_configs_within_the_tolerance():
+    keys = ["a", "b", "c", "d"]
+    configs = {k: {"name": k} for k in keys}
+    # a is fastest at 1 and 2, b at 16, d at 64; b is within 3% everywhere below 64, where c and d
+    # both are (the tie goes to the lower time there: d)
+    timings = {1: {"a": 10.0, "b": 10.2, "c": 14.0, "d": 15.0},
+               2: {"a": 11.0, "b": 11.3, "c": 14.0, "d": 15.0},
+               16: {"a": 20.0, "b": 19.0, "c": 19.5, "d": 25.0},
+               64: {"a": 40.0, "b": 39.0, "c": 30.5, "d": 30.0}}
+    assert len({c["name"] for c in tune.pick(timings, configs).values()}) == 3
+    shared = tune.pick_shared(timings, configs, within=0.03)
+    assert {b: c["name"] for b, c in shared.items()} == {1: "b", 2: "b", 16: "b", 64: "d"}
+    for batch, config in shared.items():
+        assert timings[batch][config["name"]] <= min(timings[batch].values()) * 1.03
+    # no tolerance: each batch size gets its own fastest
+    assert {b: c["name"] for b, c in tune.pick_shared(timings, configs, within=0.0).items()} == \
+           {b: c["name"] for b, c in tune.pick(timings, configs).items()}
