@@ -1,7 +1,7 @@
 """Tune sglang's Triton fused-MoE kernel config for a Gemma-4 MoE shape on this GPU (issue #10 part 2).
 
     python scripts/tune_gemma4_moe.py --out DIR [--variant 26b-a4b] [--tp 1] [--batch-sizes 1 2 4 ...]
-        [--grid quick|full] [--repeats 20] [--share-within 0.02]
+        [--grid quick|full] [--repeats 20] [--share-within 0.02] [--jobs 8]
 
 For each batch size, sglang's own `fused_experts` (both expert GEMMs and the activation, bf16, top-k
 routing drawn uniformly at random) runs under each candidate kernel config, replayed from a CUDA
