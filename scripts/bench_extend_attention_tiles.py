@@ -22,12 +22,11 @@ import sys
 from pathlib import Path
 
 import torch
-import triton
 
 from sglang.srt.layers.attention.triton_ops import extend_attention as ea
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from sglang_gemma4.compile_ahead import compile_ahead  # noqa: E402
+from sglang_gemma4.kernel_grid import compile_ahead, fastest_match, measure  # noqa: E402
 
 # On a build with patch 0100, its own Hopper tiles would override the tiles forced here.
 os.environ["SGLANG_OPT_HOPPER_EXTEND_ATTENTION_TILES"] = "0"
@@ -125,19 +124,9 @@ def main() -> int:
             for shipped, tile in [(True, shipped_tile(dim))] + [(False, t) for t in GRID]:
                 row = {"gpu": gpu, "case": case, "layer": layer, "batch": batch, "new": new, "prefix": prefix,
                        "tile": list(tile), "shipped": shipped}
-                try:
-                    got = run(data, window, tile)
-                    row["max_rel_err"] = ((got.float() - reference.float()).abs().max()
-                                          / reference.float().abs().max()).item()
-                    row["us"] = triton.testing.do_bench(lambda: run(data, window, tile), rep=args.rep_ms,
-                                                        return_mode="median") * 1000
-                except Exception as error:  # a tile this GPU cannot compile or run: recorded, not fatal
-                    row["error"] = f"{type(error).__name__}: {str(error)[:160]}"
-                results.append(row)
+                results.append(measure(row, lambda: run(data, window, tile), reference, args.rep_ms))
                 f.write(json.dumps(row) + "\n")
-            shipped = results[0]
-            valid = [r for r in results[1:] if "us" in r and r["max_rel_err"] < 2e-3]
-            best = min(valid, key=lambda r: r["us"])
+            shipped, best = results[0], fastest_match(results[1:])
             lines.append(f"| {case} | {layer} {dim} | {tuple(shipped['tile'])} | {shipped['us']:.1f} | "
                          f"{tuple(best['tile'])} | {best['us']:.1f} | {shipped['us'] / best['us']:.2f}x | "
                          f"{best['max_rel_err']:.1e} |")

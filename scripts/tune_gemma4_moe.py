@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from sglang_gemma4.compile_ahead import compile_ahead  # noqa: E402
+from sglang_gemma4.kernel_grid import compile_ahead  # noqa: E402
 from sglang_gemma4.cuda_timing import graph_replay_us  # noqa: E402
 from sglang_gemma4.variants import text_config  # noqa: E402
 

@@ -1,0 +1,36 @@
+"""Shared by the kernel-grid benchmarks (scripts/bench_*_tiles.py, scripts/tune_gemma4_moe.py): the
+candidates compiled ahead in worker processes, one candidate's difference and time, and the fastest
+candidate whose output matches."""
+
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
+import triton
+
+
+def compile_ahead(worker, items: list, jobs: int) -> None:
+    """worker(chunk) over `jobs` interleaved chunks of `items`, in up to `jobs` spawned processes
+    (not forked: each starts its own CUDA context). A worker launches each item's kernel once and
+    ignores the ones the GPU cannot run; Triton's on-disk cache then serves the timing pass, which
+    would otherwise compile one candidate after another."""
+    chunks = [items[i::jobs] for i in range(jobs) if items[i::jobs]]
+    with ProcessPoolExecutor(len(chunks), mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(worker, chunks))
+
+
+def measure(row: dict, run, reference, rep_ms: int) -> dict:
+    """`row` with max_rel_err (largest difference of run()'s output from `reference`, over the
+    reference's largest value) and us (Triton's do_bench median), or with the error of a candidate
+    the GPU cannot compile or run (out of shared memory or registers)."""
+    try:
+        got = run().float()
+        row["max_rel_err"] = ((got - reference.float()).abs().max() / reference.float().abs().max()).item()
+        row["us"] = triton.testing.do_bench(run, rep=rep_ms, return_mode="median") * 1000
+    except Exception as error:  # recorded, not fatal: the grid goes on
+        row["error"] = f"{type(error).__name__}: {str(error)[:160]}"
+    return row
+
+
+def fastest_match(rows: list[dict], tolerance: float = 2e-3) -> dict:
+    """The fastest timed row whose output is within `tolerance` of the reference."""
+    return min((r for r in rows if "us" in r and r["max_rel_err"] < tolerance), key=lambda r: r["us"])

@@ -1,0 +1,43 @@
+"""The kernel-grid helpers: every item compiled ahead exactly once in a worker process, not in the
+caller; a candidate that fails is recorded, not fatal; the fastest matching candidate is chosen."""
+
+import functools
+import os
+from pathlib import Path
+
+import torch
+
+from sglang_gemma4.kernel_grid import compile_ahead, fastest_match, measure
+
+
+def record(directory: str, chunk: list) -> None:
+    for item in chunk:  # one file per item, named by the item and the process that ran it
+        (Path(directory) / f"{item}-{os.getpid()}").touch()
+
+
+def test_each_item_runs_once_in_a_worker_process(tmp_path):
+    items = [f"k{i}" for i in range(7)]
+    compile_ahead(functools.partial(record, str(tmp_path)), items, jobs=3)
+    runs = [name.rsplit("-", 1) for name in os.listdir(tmp_path)]
+    assert sorted(item for item, _ in runs) == sorted(items)
+    assert str(os.getpid()) not in {pid for _, pid in runs}
+
+
+def test_more_jobs_than_items(tmp_path):
+    compile_ahead(functools.partial(record, str(tmp_path)), ["only"], jobs=4)
+    assert [name.split("-")[0] for name in os.listdir(tmp_path)] == ["only"]
+
+
+def test_a_failing_candidate_is_recorded():
+    def out_of_resources():
+        raise RuntimeError("out of resource: shared memory, Required: 262144")
+
+    row = measure({"tile": [128, 128]}, out_of_resources, torch.ones(4), rep_ms=1)
+    assert row["error"].startswith("RuntimeError: out of resource") and "us" not in row
+
+
+def test_fastest_match_skips_failed_and_differing_candidates():
+    rows = [{"name": "fast-but-off", "us": 1.0, "max_rel_err": 5e-3}, {"name": "failed", "error": "x"},
+            {"name": "slow", "us": 9.0, "max_rel_err": 0.0}, {"name": "best", "us": 3.0, "max_rel_err": 1e-3}]
+    assert fastest_match(rows)["name"] == "best"
+    assert fastest_match(rows, tolerance=1e-2)["name"] == "fast-but-off"
