@@ -5,8 +5,6 @@ candidate whose output matches."""
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 
-import triton
-
 
 def compile_ahead(worker, items: list, jobs: int) -> None:
     """worker(chunk) over `jobs` interleaved chunks of `items`, in up to `jobs` spawned processes
@@ -22,6 +20,8 @@ def measure(row: dict, run, reference, rep_ms: int) -> dict:
     """`row` with max_rel_err (largest difference of run()'s output from `reference`, over the
     reference's largest value) and us (Triton's do_bench median), or with the error of a candidate
     the GPU cannot compile or run (out of shared memory or registers)."""
+    import triton  # here, not at the top: importing triton fixes TRITON_INTERPRET for the process
+
     try:
         got = run().float()
         row["max_rel_err"] = ((got - reference.float()).abs().max() / reference.float().abs().max()).item()
