@@ -26,7 +26,7 @@ import torch
 from sglang.srt.layers.attention.triton_ops import extend_attention as ea
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from sglang_gemma4.kernel_grid import compile_ahead, fastest_match, measure  # noqa: E402
+from sglang_gemma4.kernel_grid import add_jobs_argument, compile_ahead, fastest_match, measure  # noqa: E402
 
 # On a build with patch 0100, its own Hopper tiles would override the tiles forced here.
 os.environ["SGLANG_OPT_HOPPER_EXTEND_ATTENTION_TILES"] = "0"
@@ -86,15 +86,11 @@ def shipped_tile(dim: int) -> tuple:
     return block_m, block_n, warps, 1
 
 
-def compile_tiles(work: list) -> None:
-    """Worker: launch each (layer, tile) once on a small case so that its kernel lands in the cache."""
-    batch, new, prefix = CASES["verify-32x4+64"]
-    for layer, tile in work:
-        kv_heads, dim, window = LAYERS[layer]
-        try:
-            run(inputs(batch, new, prefix, kv_heads, dim), window, tile)
-        except Exception:  # a tile the GPU cannot run: the timing pass records the error
-            pass
+def launch_tile(item: tuple) -> None:
+    """One launch of a (layer, tile) on a small case, so that its kernel lands in Triton's cache."""
+    layer, tile = item
+    kv_heads, dim, window = LAYERS[layer]
+    run(inputs(*CASES["verify-32x4+64"], kv_heads, dim), window, tile)
 
 
 def main() -> int:
@@ -102,12 +98,11 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--rep-ms", type=int, default=25, help="timing budget per tile (triton do_bench)")
-    parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
-                        help="processes compiling the kernels before the timing pass")
+    add_jobs_argument(parser)
     args = parser.parse_args()
     print(f"compiling {len(LAYERS) * (len(GRID) + 1)} kernels in {args.jobs} processes", flush=True)
-    compile_ahead(compile_tiles, [(layer, tile) for layer in LAYERS
-                                  for tile in [shipped_tile(LAYERS[layer][1])] + GRID], args.jobs)
+    compile_ahead(launch_tile, [(layer, tile) for layer in LAYERS
+                                for tile in [shipped_tile(LAYERS[layer][1])] + GRID], args.jobs)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     gpu = torch.cuda.get_device_name()

@@ -19,13 +19,12 @@ import argparse
 import functools
 import itertools
 import json
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 
-from sglang_gemma4.kernel_grid import compile_ahead  # noqa: E402
+from sglang_gemma4.kernel_grid import add_jobs_argument, compile_ahead  # noqa: E402
 from sglang_gemma4.cuda_timing import graph_replay_us  # noqa: E402
 from sglang_gemma4.variants import text_config  # noqa: E402
 
@@ -112,20 +111,21 @@ class MoeProblem:
         return lambda: fused_experts(x, self.w1, self.w2, routing, self.runner)
 
 
-def compile_configs(variant: str, tp: int, work: list) -> None:
-    """Worker: run each config once per batch size it serves, so its kernels land in Triton's cache."""
-    from triton.runtime.errors import OutOfResources
+@functools.lru_cache(maxsize=None)
+def moe_problem(variant: str, tp: int) -> MoeProblem:
+    """One per worker process: its weights serve every config it compiles."""
+    return MoeProblem(variant, tp)
 
+
+def launch_config(variant: str, tp: int, item: tuple) -> None:
+    """Run a config at each batch size it serves, so that its kernels land in Triton's cache (a
+    config the GPU cannot run stops at its first batch size)."""
     from sglang.srt.layers.moe.moe_runner.triton_utils import override_config
 
-    problem = MoeProblem(variant, tp)
-    for config, batches in work:
-        for batch in batches:
-            try:
-                with override_config(config):
-                    problem.call(batch)()
-            except (OutOfResources, RuntimeError):  # a tile too big for the SM: the timing pass says so
-                break
+    config, batches = item
+    for batch in batches:
+        with override_config(config):
+            moe_problem(variant, tp).call(batch)()
 
 
 def main() -> int:
@@ -138,8 +138,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--share-within", type=float, metavar="F",
                         help="fewest configs keeping each batch size within F (e.g. 0.02) of its fastest")
-    parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
-                        help="processes compiling the candidate kernels before the timing pass")
+    add_jobs_argument(parser)
     args = parser.parse_args()
 
     import torch
@@ -152,7 +151,7 @@ def main() -> int:
     # one worker per config: its launches at the batch sizes it serves share that worker's compiles
     work = [(config, [b for b in args.batch_sizes if fits(config, b)]) for config in configs.values()]
     print(f"tune: compiling {len(work)} configs in {args.jobs} processes", flush=True)
-    compile_ahead(functools.partial(compile_configs, args.variant, args.tp), work, args.jobs)
+    compile_ahead(functools.partial(launch_config, args.variant, args.tp), work, args.jobs)
     problem = MoeProblem(args.variant, args.tp)
     experts, top_k, n = problem.experts, problem.top_k, problem.n
     out = Path(args.out)

@@ -95,7 +95,8 @@ def token_ids(vocab_size: int) -> dict[str, int]:
 
 def multimodal_token_ids(vocab_size: int) -> dict[str, int]:
     """Gemma4Config's placeholder ids for the multimodal tokens of this tokenizer."""
-    ids = {name: special_ids(vocab_size)[token] for name, token in MULTIMODAL_TOKENS.items()}
+    specials = special_ids(vocab_size)
+    ids = {name: specials[token] for name, token in MULTIMODAL_TOKENS.items()}
     return {"image_token_id": ids["image_token"], "boi_token_id": ids["boi_token"], "eoi_token_id": ids["eoi_token"],
             "video_token_id": ids["video_token"], "audio_token_id": ids["audio_token"],
             # transformers names the last one eoa_token_index, sglang's processor reads eoa_token_id

@@ -2,18 +2,33 @@
 candidates compiled ahead in worker processes, one candidate's difference and time, and the fastest
 candidate whose output matches."""
 
+import functools
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 
 
-def compile_ahead(worker, items: list, jobs: int) -> None:
-    """worker(chunk) over `jobs` interleaved chunks of `items`, in up to `jobs` spawned processes
-    (not forked: each starts its own CUDA context). A worker launches each item's kernel once and
-    ignores the ones the GPU cannot run; Triton's on-disk cache then serves the timing pass, which
-    would otherwise compile one candidate after another."""
+def add_jobs_argument(parser) -> None:
+    parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
+                        help="processes compiling the candidate kernels before the timing pass")
+
+
+def _launch_each(launch, chunk: list) -> None:
+    for item in chunk:
+        try:
+            launch(item)
+        except Exception:  # a candidate the GPU cannot run: the timing pass records its error
+            pass
+
+
+def compile_ahead(launch, items: list, jobs: int) -> None:
+    """launch(item) once for every item, in up to `jobs` spawned processes (not forked: each starts
+    its own CUDA context), ignoring the candidates that fail; Triton's on-disk cache then serves the
+    timing pass, which would otherwise compile one candidate after another. `launch` must be
+    picklable: a module-level function, or a functools.partial of one."""
     chunks = [items[i::jobs] for i in range(jobs) if items[i::jobs]]
     with ProcessPoolExecutor(len(chunks), mp_context=multiprocessing.get_context("spawn")) as pool:
-        list(pool.map(worker, chunks))
+        list(pool.map(functools.partial(_launch_each, launch), chunks))
 
 
 def measure(row: dict, run, reference, rep_ms: int) -> dict:

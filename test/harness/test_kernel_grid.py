@@ -1,5 +1,6 @@
-"""The kernel-grid helpers: every item compiled ahead exactly once in a worker process, not in the
-caller; a candidate that fails is recorded, not fatal; the fastest matching candidate is chosen."""
+"""The kernel-grid helpers: every item launched ahead exactly once in a worker process, not in the
+caller, a failing launch skipped; a candidate that fails is recorded, not fatal; the fastest
+matching candidate is chosen."""
 
 import functools
 import os
@@ -10,9 +11,11 @@ import torch
 from sglang_gemma4.kernel_grid import compile_ahead, fastest_match, measure
 
 
-def record(directory: str, chunk: list) -> None:
-    for item in chunk:  # one file per item, named by the item and the process that ran it
-        (Path(directory) / f"{item}-{os.getpid()}").touch()
+def record(directory: str, item: str) -> None:
+    """One file per launch, named by the item and the process that ran it; "bad" items fail."""
+    if item.startswith("bad"):
+        raise RuntimeError("out of resource: shared memory")
+    (Path(directory) / f"{item}-{os.getpid()}").touch()
 
 
 def test_each_item_runs_once_in_a_worker_process(tmp_path):
@@ -21,6 +24,11 @@ def test_each_item_runs_once_in_a_worker_process(tmp_path):
     runs = [name.rsplit("-", 1) for name in os.listdir(tmp_path)]
     assert sorted(item for item, _ in runs) == sorted(items)
     assert str(os.getpid()) not in {pid for _, pid in runs}
+
+
+def test_a_failing_launch_does_not_stop_the_others(tmp_path):
+    compile_ahead(functools.partial(record, str(tmp_path)), ["bad0", "k1", "bad2", "k3"], jobs=1)
+    assert sorted(name.split("-")[0] for name in os.listdir(tmp_path)) == ["k1", "k3"]
 
 
 def test_more_jobs_than_items(tmp_path):

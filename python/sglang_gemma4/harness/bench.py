@@ -163,7 +163,8 @@ def main() -> int:
                         help="plain builds to compare (default pristine patched when no --config is given)")
     parser.add_argument("--config", action="append", default=[], type=parse_setup, dest="setups",
                         metavar="'NAME=BUILD [KEY=VALUE ...] [flags]'", help="a named setup; repeat for more")
-    parser.add_argument("--workloads", nargs="+", default=["chat", "summarization", "batch1"], choices=sorted({**WORKLOADS, **IMAGE_WORKLOADS}))
+    parser.add_argument("--workloads", nargs="+", default=["chat", "summarization", "batch1"],
+                        choices=sorted({**WORKLOADS, **IMAGE_WORKLOADS}))
     parser.add_argument("--model", help="checkpoint dir (default: the launch preset's config-only one, dummy weights)")
     parser.add_argument("--mtp", action="store_true", help="every setup serves with the preset's MTP assistant draft")
     parser.add_argument("--patched-env", nargs="*", default=[], metavar="KEY=VALUE",
