@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from sglang_gemma4.harness import ask
-from sglang_gemma4.harness.server import http_json, wait_ready
+from sglang_gemma4.harness.server import Server, http_json, wait_ready
 
 
 class StandIn(BaseHTTPRequestHandler):
@@ -64,3 +64,12 @@ def test_posts_bytes_as_they_are_and_objects_as_json(url):
     # Bytes carry what json.dumps would refuse to write as sent (e.g. NaN); the stand-in parses both.
     assert http_json("POST", f"{url}/generate", b'{"sampling_params": {"max_new_tokens": 2}}') == (200, '{"text": " w0 w0"}')
     assert http_json("POST", f"{url}/generate", {"sampling_params": {"max_new_tokens": 1}}) == (200, '{"text": " w0"}')
+
+
+def test_server_refuses_a_port_another_process_serves(url, tmp_path):
+    # A leftover server on the port would answer the readiness check and the benchmark instead.
+    port = int(url.rsplit(":", 1)[1])
+    server = Server("e2b", "patched", tmp_path / "server.log", port=port)
+    with pytest.raises(RuntimeError, match=f"port {port} is already served"):
+        server.start(timeout=5)
+    assert server.process is None and not (tmp_path / "server.log").exists()

@@ -4,6 +4,7 @@ and stopped with its whole process group, its log kept."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 import urllib.error
@@ -54,6 +55,12 @@ def wait_ready(url: str, timeout: float, alive=lambda: True) -> bool:
     return False
 
 
+def port_taken(port: int) -> bool:
+    """Whether something on this host already accepts connections on the port."""
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
 @dataclass
 class Server:
     variant: str
@@ -72,6 +79,11 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 540) -> "Server":
+        # A server left running (e.g. by a run cut off by its time limit) would answer the readiness
+        # check and the benchmark in place of this one, while this one fails to bind or load.
+        if port_taken(self.port):
+            raise RuntimeError(f"port {self.port} is already served by another process (a server left "
+                               f"from an earlier run?); not starting {self.variant}/{self.build}")
         args = [str(LAUNCH), self.variant, "--port", str(self.port)]
         if self.model:
             args += ["--model", self.model]
