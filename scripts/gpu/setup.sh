@@ -41,11 +41,16 @@ EOT
 echo ". $PREFIX/env-common.sh; export PYTHONPATH=$PREFIX/site SGLANG_GEMMA4_BUILD=pristine" > "$PREFIX/env-pristine.sh"
 echo ". $PREFIX/env-common.sh; export PYTHONPATH=$PREFIX/patched:$PREFIX/site SGLANG_GEMMA4_BUILD=patched" > "$PREFIX/env-patched.sh"
 
-for build in pristine patched; do
-  # shellcheck disable=SC1090
-  version=$( (. "$PREFIX/env-$build.sh"; cd /tmp && "$PYTHON" -c \
-    'import sglang.version as v, transformers as t, torch; print(v.__version__, "transformers", t.__version__, "torch", torch.__version__)') )
-  echo "setup: $build: $version  (source $PREFIX/env-$build.sh)"
-done
+# Importing torch and transformers twice takes ~25 s: done once per install, then read back.
+if [ ! -s "$PREFIX/versions.txt" ]; then
+  for build in pristine patched; do
+    # shellcheck disable=SC1090
+    version=$( (. "$PREFIX/env-$build.sh"; cd /tmp && "$PYTHON" -c \
+      'import sglang.version as v, transformers as t, torch; print(v.__version__, "transformers", t.__version__, "torch", torch.__version__)') )
+    echo "setup: $build: $version  (source $PREFIX/env-$build.sh)"
+  done > "$PREFIX/versions.txt.new"
+  mv "$PREFIX/versions.txt.new" "$PREFIX/versions.txt"
+fi
+cat "$PREFIX/versions.txt"
 echo "setup: series $(python3 -c "import json; m=json.load(open('$PREFIX/bundle/manifest.json')); print(m['series_version'], m['patches'])")"
 echo "setup: $(ls "$PREFIX"/bundle/wheels | wc -l) wheels in $PREFIX/site, $(find "$PREFIX/bundle/overlay" -type f | wc -l) overlay files; $(( $(date +%s) - start )) s"

@@ -1,9 +1,15 @@
 """The harness's HTTP helpers (the readiness wait shared by Server.start and `ask`, raw and JSON
-posts) against a local stand-in server."""
+posts) against a local stand-in server, and Server's guards against outliving or mistaking a server:
+a port already served, SIGTERM while starting or serving."""
 
 import json
+import os
+import signal
+import socket
+import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -73,3 +79,64 @@ def test_server_refuses_a_port_another_process_serves(url, tmp_path):
     with pytest.raises(RuntimeError, match=f"port {port} is already served"):
         server.start(timeout=5)
     assert server.process is None and not (tmp_path / "server.log").exists()
+
+
+FAKE_LAUNCH = """#!/usr/bin/env bash
+# stand-in for scripts/launch_gemma4.sh VARIANT --port N: leaves its pid, then serves 200s, or never
+echo $$ > "$FAKE_PID"
+[ "$FAKE_READY" = 1 ] || exec sleep 600
+exec "$FAKE_PYTHON" -c '
+import sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+class Ok(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers()
+    def log_message(self, *args):
+        pass
+HTTPServer(("127.0.0.1", int(sys.argv[1])), Ok).serve_forever()' "$3"
+"""
+
+HARNESS = """
+import sys, time
+from pathlib import Path
+from sglang_gemma4.harness import server as s
+s.LAUNCH = Path(sys.argv[1])
+with s.Server("e2b", "patched", Path(sys.argv[2]), port=int(sys.argv[3])) as running:
+    print("ready", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("ready", [True, False], ids=["serving", "starting"])
+def test_sigterm_to_the_harness_stops_its_server(tmp_path, ready):
+    # A stage cut off by its time limit gets SIGTERM: the server it started must not outlive it.
+    launch = tmp_path / "launch.sh"
+    launch.write_text(FAKE_LAUNCH)
+    launch.chmod(0o755)
+    (tmp_path / "env-patched.sh").write_text("true\n")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    pid_file = tmp_path / "pid"
+    env = {**os.environ, "SGLANG_GEMMA4_PREFIX": str(tmp_path), "FAKE_PID": str(pid_file),
+           "FAKE_READY": "1" if ready else "0", "FAKE_PYTHON": sys.executable}
+    harness = subprocess.Popen([sys.executable, "-c", HARNESS, str(launch), str(tmp_path / "server.log"), str(port)],
+                               env=env, stdout=subprocess.PIPE, text=True)
+    if ready:
+        assert harness.stdout.readline().strip() == "ready"
+    else:
+        deadline = time.monotonic() + 30
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    server_pid = int(pid_file.read_text())
+    os.kill(server_pid, 0)  # running
+    harness.send_signal(signal.SIGTERM)
+    try:
+        assert harness.wait(timeout=90) == 128 + signal.SIGTERM
+        with pytest.raises(ProcessLookupError):
+            os.kill(server_pid, 0)
+    finally:  # on failure, leave no stand-in behind
+        try:
+            os.killpg(server_pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

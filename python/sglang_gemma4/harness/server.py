@@ -6,6 +6,8 @@ import os
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -55,6 +57,14 @@ def wait_ready(url: str, timeout: float, alive=lambda: True) -> bool:
     return False
 
 
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM into a normal exit, so `with Server` blocks stop their servers. A time limit
+    (timeout(1)) ends the harness with SIGTERM, whose default action skips them, and the server, in
+    its own session, would outlive the run."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 def port_taken(port: int) -> bool:
     """Whether something on this host already accepts connections on the port."""
     with socket.socket() as probe:
@@ -93,9 +103,15 @@ class Server:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "w")
         started = time.monotonic()
+        exit_on_sigterm()
         self.process = subprocess.Popen(["bash", "-c", command], stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True, cwd=REPO, env={**os.environ, **self.env})
-        if wait_ready(self.url, timeout, alive=lambda: self.process.poll() is None):
+        try:
+            ready = wait_ready(self.url, timeout, alive=lambda: self.process.poll() is None)
+        except BaseException:  # SIGTERM or Ctrl-C while it starts: `with` has not entered yet
+            self.stop()
+            raise
+        if ready:
             self.ready_s = time.monotonic() - started
             return self
         if self.process.poll() is not None:
