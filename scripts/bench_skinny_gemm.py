@@ -3,6 +3,8 @@ sglang runs them, against a Triton skinny GEMM over a grid of tiles.
 
     python scripts/bench_skinny_gemm.py --out DIR [--variants 26b-a4b ...] [--tokens 1 4] [--rep-ms 10]
 
+Runs on the patched build (patch 0110's kernel, sglang.srt.layers.skinny_gemm).
+
 At batch 1 the profile of 26B-A4B (session 5) has the dense GEMMs streaming their weights at ~2 TB/s,
 well under the HBM's, while the logits head alone reaches ~2.9: the per-layer matrices are small
 (12-52 MB) and cuBLAS splits K for several. Per variant, every distinct projection of a layer (fused
@@ -10,12 +12,13 @@ q/k/v and o of sliding and full layers, gate/up, down, the MoE router, the PLE g
 and the logits head, at each --tokens count, is timed (Triton's do_bench, L2 flushed between runs, so
 weights come from HBM as in a decode step) with:
 - torch.nn.functional.linear under cuBLAS and under cuBLASLt (torch's preferred_blas_library);
-- `skinny_gemm`, a Triton kernel (below) computing y = x W^T with BLOCK_M 16 (the tokens padded to
-  one MMA tile) over a grid of (BLOCK_N, BLOCK_K, num_warps, num_stages); a tile is eligible when
-  its output is within one bf16 step (2^-8) of the largest value of the float32 product.
+- patch 0110's Triton skinny GEMM (y = x W^T, the tokens padded to one MMA tile of 16 rows) with its
+  own tile choice and over a grid of (BLOCK_N, BLOCK_K, num_warps, num_stages); a tile is eligible
+  when its output is within one bf16 step (2^-8) of the largest value of the float32 product.
 Writes DIR/skinny_gemm.jsonl (every timing) and DIR/skinny_gemm.md: per shape and token count the
-cuBLAS time and achieved TB/s, the best tile's, and per variant the GEMM time of one decode step
-(each projection times its layer count) against the weights read at the HBM bandwidth.
+cuBLAS time and achieved TB/s, 0110's tile's and the best tile's, and per variant the GEMM time of
+one decode step (each projection times its layer count) against the weights read at the HBM
+bandwidth.
 """
 
 import argparse
@@ -26,8 +29,9 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-import triton
-import triton.language as tl
+
+from sglang.srt.layers.skinny_gemm import (SKINNY_GEMM_MAX_TOKENS, SKINNY_GEMM_MIN_ROWS, skinny_gemm,
+                                            skinny_gemm_tile)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 from sglang_gemma4.harness.profile import HBM_BYTES_PER_S  # noqa: E402
@@ -39,39 +43,6 @@ BLAS = ("cublas", "cublaslt")
 # Eligible tiles stay within one bf16 step at the output's largest value of the float32 product
 # (cuBLAS itself rounds its float32 sums to bf16).
 ULP_AT_MAX = 2.0 ** -8
-
-
-@triton.jit
-def skinny_gemm_kernel(x_ptr, w_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    # One program streams BLOCK_N rows of W once over all of K; the M <= BLOCK_M tokens ride along.
-    offs_m = tl.arange(0, BLOCK_M)
-    offs_n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
-    x_ptrs = x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :]
-    w_ptrs = w_ptr + offs_n[None, :] * stride_wn + offs_k[:, None]
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        k_left = K - k * BLOCK_K
-        x = tl.load(x_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)
-        w = tl.load(w_ptrs, mask=(offs_n[None, :] < N) & (offs_k[:, None] < k_left), other=0.0)
-        acc = tl.dot(x, w, acc)
-        x_ptrs += BLOCK_K
-        w_ptrs += BLOCK_K
-    y_ptrs = y_ptr + offs_m[:, None] * stride_ym + offs_n[None, :]
-    tl.store(y_ptrs, acc.to(y_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
-
-
-def skinny_gemm(x: torch.Tensor, w: torch.Tensor, tile: tuple) -> torch.Tensor:
-    block_n, block_k, warps, stages = tile
-    m, k = x.shape
-    n = w.shape[0]
-    assert m <= 16 and w.shape[1] == k and x.stride(1) == 1 and w.stride(1) == 1
-    y = torch.empty(m, n, dtype=x.dtype, device=x.device)
-    skinny_gemm_kernel[(triton.cdiv(n, block_n),)](x, w, y, m, n, k, x.stride(0), w.stride(0), y.stride(0),
-                                                  BLOCK_M=16, BLOCK_N=block_n, BLOCK_K=block_k,
-                                                  num_warps=warps, num_stages=stages)
-    return y
 
 
 def projections(variant: str) -> dict[str, tuple[int, int, int]]:
@@ -107,11 +78,31 @@ def tb_per_s(row: dict) -> float:
     return row["weight_bytes"] / row["us"] / 1e6
 
 
+def time_projection(base: dict, rep_ms: int) -> tuple[list[dict], dict, dict]:
+    """(cuBLAS and cuBLASLt rows, 0110's own tile's row, the grid's rows) for one N x K at base's tokens."""
+    torch.manual_seed(0)
+    n, k = base["n"], base["k"]
+    x = torch.randn(base["tokens"], k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k ** 0.5
+    reference = x.float() @ w.float().T
+    blas = []
+    for library in BLAS:
+        torch.backends.cuda.preferred_blas_library(library)
+        blas.append(measure({**base, "kernel": library}, lambda: F.linear(x, w), reference, rep_ms))
+    torch.backends.cuda.preferred_blas_library("cublas")
+    shipped = measure({**base, "kernel": "0110", "tile": list(skinny_gemm_tile(n, k))},
+                      lambda: skinny_gemm(x, w), reference, rep_ms)
+    grid = [measure({**base, "kernel": "grid", "tile": list(tile)}, lambda tile=tile: skinny_gemm(x, w, tile),
+                    reference, rep_ms) for tile in GRID]
+    return blas, shipped, grid
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
     parser.add_argument("--variants", nargs="+", default=["26b-a4b"], choices=["e2b", "e4b", "26b-a4b", "31b"])
-    parser.add_argument("--tokens", nargs="+", type=int, default=[1, 4], help="rows of x (decode batch), at most 16")
+    parser.add_argument("--tokens", nargs="+", type=int, default=[1, 4],
+                        help=f"rows of x (decode batch), at most {SKINNY_GEMM_MAX_TOKENS}")
     parser.add_argument("--rep-ms", type=int, default=10, help="timing budget per candidate (triton do_bench)")
     add_jobs_argument(parser)
     args = parser.parse_args()
@@ -121,45 +112,41 @@ def main() -> int:
     compile_ahead(launch_tile, [(tokens, tile) for tokens in (1, 2) for tile in GRID], args.jobs)
     gpu = torch.cuda.get_device_name()
     bandwidth = next((bw for key, bw in HBM_BYTES_PER_S.items() if key in gpu), None)
-    lines = [f"# Dense decode GEMMs on {gpu}: cuBLAS vs a Triton skinny GEMM", "",
-             "| variant | projection | N x K | tokens | cuBLAS us | TB/s | best tile (N, K, warps, stages) | us | TB/s "
-             "| speed-up |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"# Dense decode GEMMs on {gpu}: cuBLAS vs a Triton skinny GEMM (patch 0110)", "",
+             "| variant | projection | N x K | tokens | cuBLAS us | TB/s | 0110 tile | us | TB/s | best tile "
+             "(N, K, warps, stages) | us | TB/s | cuBLAS / best |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     totals = {}
     with open(out / "skinny_gemm.jsonl", "w") as f:
         for variant, tokens in itertools.product(args.variants, args.tokens):
             for name, (n, k, count) in projections(variant).items():
-                torch.manual_seed(0)
-                x = torch.randn(tokens, k, device="cuda", dtype=torch.bfloat16)
-                w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k ** 0.5
-                reference = x.float() @ w.float().T
                 base = {"gpu": gpu, "variant": variant, "projection": name, "n": n, "k": k, "tokens": tokens,
                         "per_step": count, "weight_bytes": n * k * 2}
-                blas = []
-                for library in BLAS:
-                    torch.backends.cuda.preferred_blas_library(library)
-                    blas.append(measure({**base, "kernel": library}, lambda: F.linear(x, w), reference, args.rep_ms))
-                torch.backends.cuda.preferred_blas_library("cublas")
-                tiles = [measure({**base, "kernel": "triton", "tile": list(tile)},
-                                 lambda tile=tile: skinny_gemm(x, w, tile), reference, args.rep_ms) for tile in GRID]
-                for row in blas + tiles:
+                blas, shipped, grid = time_projection(base, args.rep_ms)
+                for row in blas + [shipped] + grid:
                     f.write(json.dumps(row) + "\n")
-                cublas, best = blas[0], fastest_match(tiles, ULP_AT_MAX)
+                cublas, best = blas[0], fastest_match(grid, ULP_AT_MAX)
                 lines.append(f"| {variant} | {name} | {n} x {k} | {tokens} | {cublas['us']:.1f} | {tb_per_s(cublas):.2f} | "
+                             f"{tuple(shipped['tile'])} | {shipped['us']:.1f} | {tb_per_s(shipped):.2f} | "
                              f"{tuple(best['tile'])} | {best['us']:.1f} | {tb_per_s(best):.2f} | "
                              f"{cublas['us'] / best['us']:.2f}x |")
                 print(lines[-1], flush=True)
-                step = totals.setdefault((variant, tokens), {"bytes": 0, "cublas": 0.0, "cublaslt": 0.0, "best": 0.0})
+                # what serving runs with 0110 on: its kernel where the linear method routes, cuBLAS elsewhere
+                routed = n >= SKINNY_GEMM_MIN_ROWS and name != "logits"
+                step = totals.setdefault((variant, tokens), dict.fromkeys(("bytes", *BLAS, "0110", "best"), 0.0))
                 step["bytes"] += n * k * 2 * count
-                step["cublas"] += cublas["us"] * count
-                step["cublaslt"] += blas[1]["us"] * count
+                for row in blas:
+                    step[row["kernel"]] += row["us"] * count
+                step["0110"] += (shipped["us"] if routed else cublas["us"]) * count
                 step["best"] += min(cublas["us"], best["us"]) * count
-    lines += ["", "Per decode step (each projection times its count per step; `best` takes the faster of cuBLAS "
-              "and the best eligible tile per projection):", "",
-              "| variant | tokens | weights GB | cuBLAS us | cuBLASLt us | best us | HBM floor us |", "|---|---|---|---|---|---|---|"]
+    lines += ["", "Per decode step, each projection times its count per step. `0110`: its tile where the linear "
+              "method routes (at least SKINNY_GEMM_MIN_ROWS rows; the logits head is not a linear layer), cuBLAS "
+              "elsewhere; `best`: the faster of cuBLAS and the grid's best tile per projection.", "",
+              "| variant | tokens | weights GB | cuBLAS us | cuBLASLt us | 0110 us | best us | HBM floor us |",
+              "|---|---|---|---|---|---|---|---|"]
     for (variant, tokens), step in totals.items():
         floor = f"{step['bytes'] / bandwidth * 1e6:.1f}" if bandwidth else "-"
         lines.append(f"| {variant} | {tokens} | {step['bytes'] / 1e9:.2f} | {step['cublas']:.1f} | "
-                     f"{step['cublaslt']:.1f} | {step['best']:.1f} | {floor} |")
+                     f"{step['cublaslt']:.1f} | {step['0110']:.1f} | {step['best']:.1f} | {floor} |")
     (out / "skinny_gemm.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines[-len(totals) - 2:]))
     return 0

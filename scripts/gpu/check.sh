@@ -55,8 +55,10 @@
 #   decode-tiles the Triton decode attention (stage 1's tile, the KV-split cap) on Gemma-4 shapes at batch
 #                1-64 and contexts 256-8000 vs the shipped launch (scripts/bench_decode_attention_tiles.py)
 #   skinny-gemm  the dense GEMMs of a decode step at 1 and 4 tokens (default variant 26b-a4b): cuBLAS and
-#                cuBLASLt vs a Triton skinny GEMM over a grid of tiles, and each side's GEMM time per step
-#                against the HBM floor (scripts/bench_skinny_gemm.py)
+#                cuBLASLt vs patch 0110's Triton skinny GEMM (its own tile and a grid), and each side's GEMM
+#                time per step against the HBM floor (scripts/bench_skinny_gemm.py)
+#   skinny-ab    patch 0110 (opt-in) off vs on, patched build, same call: batch-1 decode and chat, or
+#                $SKINNY_WORKLOADS (default variant 26b-a4b)
 #   tiles-ab     patch 0100 (Hopper extend-attention tiles) off vs on, patched build, same call, on the full
 #                26B-A4B shape: MTP off (tiles-ab:off) and/or on (tiles-ab:on), default both;
 #                $TILES_AB_WORKLOADS (default summarization)
@@ -220,9 +222,14 @@ for arg in "$@"; do
              status=1 ;;
     decode-tiles) ( . "$PREFIX/env-pristine.sh"; python3 scripts/bench_decode_attention_tiles.py --out "$OUT/decode-tiles" ) ||
                   status=1 ;;
-    skinny-gemm) ( . "$PREFIX/env-pristine.sh"
+    skinny-gemm) ( use_build patched
                    python3 scripts/bench_skinny_gemm.py --out "$OUT/skinny-gemm" --variants ${variants:-26b-a4b} ) ||
                  status=1 ;;
+    skinny-ab) for v in ${variants:-26b-a4b}; do
+                 python3 -m sglang_gemma4.harness.bench --variant "$v" --out "$OUT/skinny-ab-$v" \
+                   --workloads ${SKINNY_WORKLOADS:-batch1 chat} --config "cublas=patched" \
+                   --config "skinny=patched SGLANG_OPT_SKINNY_GEMM=1" -- --cuda-graph-max-bs 32 || status=1
+               done ;;
     tiles-ab) for mtp in ${variants:-off on}; do
                 python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/tiles-ab" \
                   $([ $mtp = on ] && echo --mtp) --config "generic-mtp-$mtp=patched SGLANG_OPT_HOPPER_EXTEND_ATTENTION_TILES=0" \
