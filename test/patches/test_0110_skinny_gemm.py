@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernel_inputs import DEVICE, randn
+from kernel_inputs import randn
 from sglang.srt.layers import skinny_gemm as sg
 from sglang.srt.layers.quantization import unquant
 
