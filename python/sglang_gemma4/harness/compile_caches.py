@@ -66,11 +66,10 @@ def main() -> int:
     span = records[-1]["written"] - records[0]["written"] if records else 0.0
     counts = {cache: sum(r["cache"] == cache for r in records)
               for cache in ("triton", "tvm-ffi", "flashinfer", "inductor")}
-    print(f"{len(records)} builds in {args.root} ({', '.join(f'{n} {c}' for c, n in counts.items())}), "
-          f"written over {span:.1f} s\n")
-    print("| cache | kernel or module | builds | first (s) | last (s) |\n|---|---|---|---|---|")
-    for row in rows:
-        print(f"| {row['cache']} | `{row['kernel']}` | {row['builds']} | {row['first_s']:.1f} | {row['last_s']:.1f} |")
+    table = [f"| {r['cache']} | `{r['kernel']}` | {r['builds']} | {r['first_s']:.1f} | {r['last_s']:.1f} |" for r in rows]
+    print("\n".join([f"{len(records)} builds in {args.root} ({', '.join(f'{n} {c}' for c, n in counts.items())}), "
+                     f"written over {span:.1f} s", "", "| cache | kernel or module | builds | first (s) | last (s) |",
+                     "|---|---|---|---|---|", *table]))
     return 0
 
 
