@@ -30,7 +30,15 @@ def test_summary_takes_peaks_and_counts_cached_prefill():
     assert result["peak_swa_token_usage"] == 0.99 and result["peak_full_token_usage"] == 0.45
     assert (result["prefill_new_tokens"], result["prefill_cached_tokens"]) == (2300, 700)
     assert result["retracted_reqs"] == 2
-    assert summary([])["peak_swa_token_usage"] == 0.0
+    assert result["median_decode_tok_s_at_peak"] == 421.5
+    assert summary([])["peak_swa_token_usage"] == 0.0 and summary([])["median_decode_tok_s_at_peak"] == 0.0
+
+
+def test_decode_rate_is_the_median_while_the_batch_is_full():
+    lines = [f"[2026-11-22 07:00:{i:02d}] Decode batch, #running-req: {running}, cuda graph: True, "
+             f"gen throughput (token/s): {rate}, #queue-req: 0"
+             for i, (running, rate) in enumerate([(3, 90.0), (4, 130.0), (4, 110.0), (4, 120.0), (2, 70.0)])]
+    assert summary(parse("\n".join(lines)))["median_decode_tok_s_at_peak"] == 120.0
 
 
 def test_timeline_plot(tmp_path):

@@ -46,8 +46,8 @@ WORKLOADS = {
 IMAGE_WORKLOADS = {
     "images-6": (128, 64, 64, 16, 6, "720p"),
 }
-METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "median_itl_ms", "duration",
-           "peak_running_req", "peak_queue_req", "peak_full_token_usage", "peak_swa_token_usage",
+METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "median_itl_ms", "median_decode_tok_s_at_peak",
+           "duration", "peak_running_req", "peak_queue_req", "peak_full_token_usage", "peak_swa_token_usage",
            "retracted_reqs", "prefill_cached_tokens")
 
 ENV_PAIR = re.compile(r"^[A-Z_][A-Z0-9_]*=")

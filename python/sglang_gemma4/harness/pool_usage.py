@@ -5,12 +5,14 @@ batch and every `decode_log_interval` decode steps).
 
 Per run: peak running and queued requests, peak full-attention and SWA pool usage, requests
 retracted because the pool ran out, and the prompt tokens prefilled and served from the radix cache
-(`#cached-token`) — the numbers issue #9 compares across SWA ratios.
+(`#cached-token`) — the numbers issue #9 compares across SWA ratios — and the median decode rate the
+scheduler logged while running its peak number of requests.
 """
 
 import argparse
 import json
 import re
+import statistics
 from datetime import datetime
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from pathlib import Path
 STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?: [A-Z]+\d+)*\] "
                    r"(?:(Prefill|Decode) batch,|KV cache pool is full\. (Retract) requests\.) (.*)$")
 FIELD = re.compile(r"(#?[a-z][a-z_ -]*?): ([\d.]+)")
+GEN_THROUGHPUT = re.compile(r"gen throughput \(token/s\): ([\d.]+)")
 POOL_SIZE = re.compile(r"(full_layer_tokens|swa_layer_tokens|max_total_num_tokens)=(\d+)")
 
 
@@ -40,6 +43,9 @@ def parse(log: str) -> list[dict]:
         for name, value in FIELD.findall(match.group(4)):
             key = name.strip().lstrip("#").replace(" ", "_").replace("-", "_")
             sample[key] = float(value)
+        rate = GEN_THROUGHPUT.search(match.group(4))
+        if rate:
+            sample["gen_throughput"] = float(rate.group(1))
         samples.append(sample)
     return samples
 
@@ -49,6 +55,10 @@ def summary(samples: list[dict]) -> dict:
         return max((s[key] for s in samples if key in s), default=0.0)
 
     prefills = [s for s in samples if s["kind"] == "prefill"]
+    # the decode rate the scheduler logs, once the batch is full: a client that receives its stream
+    # in bursts can misreport inter-token latency, this cannot
+    full = [s["gen_throughput"] for s in samples
+            if s["kind"] == "decode" and "gen_throughput" in s and s.get("running_req") == peak("running_req")]
     return {
         "peak_running_req": peak("running_req"), "peak_queue_req": peak("queue_req"),
         "peak_full_token_usage": peak("full_token_usage"), "peak_swa_token_usage": peak("swa_token_usage"),
@@ -57,6 +67,7 @@ def summary(samples: list[dict]) -> dict:
         "prefill_cached_tokens": sum(s.get("cached_token", 0) for s in prefills),
         # decode ran out of KV pool: these requests went back to the queue and are prefilled again
         "retracted_reqs": sum(s.get("retracted_reqs", 0) for s in samples if s["kind"] == "retract"),
+        "median_decode_tok_s_at_peak": statistics.median(full) if full else 0.0,
     }
 
 
