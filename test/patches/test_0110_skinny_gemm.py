@@ -46,63 +46,76 @@ def hopper(monkeypatch):
     monkeypatch.setenv("SGLANG_OPT_SKINNY_GEMM", "1")
 
 
-def eligible_pair(tokens=4, rows=sg.SKINNY_GEMM_MIN_ROWS, k=64, dtype=CPU_DTYPE):
-    return randn(tokens, k, dtype=dtype), randn(rows, k, dtype=dtype, seed=1)
-
-
-def test_few_tokens_of_a_wide_weight_on_hopper_take_the_kernel(hopper):
-    assert sg.use_skinny_gemm(*eligible_pair(), None)
-    assert sg.use_skinny_gemm(*eligible_pair(tokens=1), None)
-    assert sg.use_skinny_gemm(*eligible_pair(tokens=sg.SKINNY_GEMM_MAX_TOKENS), None)
-
-
-@pytest.mark.parametrize("case", ["switch off", "ampere", "blackwell", "not cuda", "17 tokens", "no tokens",
-                                  "bias", "float32", "mixed types", "narrow weight", "strided x", "3-D x"])
-def test_everything_else_keeps_cublas(hopper, monkeypatch, case):
-    x, w = eligible_pair()
-    bias = None
+@pytest.mark.parametrize("case, enabled", [("hopper", True), ("switch off", False), ("ampere", False),
+                                           ("blackwell", False), ("not cuda", False)])
+def test_enabled_on_hopper_when_opted_in(hopper, monkeypatch, case, enabled):
     if case == "switch off":
         monkeypatch.setenv("SGLANG_OPT_SKINNY_GEMM", "0")
     elif case in ("ampere", "blackwell"):
         monkeypatch.setattr(sg, "CUDA_CAPABILITY", (8, 0) if case == "ampere" else (10, 0))
     elif case == "not cuda":
         monkeypatch.setattr(sg, "_is_cuda", False)
-    elif case == "17 tokens":
-        x, w = eligible_pair(tokens=sg.SKINNY_GEMM_MAX_TOKENS + 1)
-    elif case == "no tokens":
-        x = x[:0]
-    elif case == "bias":
-        bias = randn(w.shape[0], dtype=w.dtype)
-    elif case == "float32":
-        x, w = eligible_pair(dtype=torch.float32)
-    elif case == "mixed types":
-        w = w.to(torch.bfloat16)
-    elif case == "narrow weight":
-        x, w = eligible_pair(rows=sg.SKINNY_GEMM_MIN_ROWS - 16)
-    elif case == "strided x":
+    assert sg.skinny_gemm_enabled() == enabled
+
+
+def test_weights_it_takes():
+    rows = sg.SKINNY_GEMM_MIN_ROWS
+    assert sg.skinny_gemm_weight_fits(randn(rows, 64, dtype=torch.bfloat16))
+    assert sg.skinny_gemm_weight_fits(randn(rows, 64, dtype=CPU_DTYPE))
+    assert not sg.skinny_gemm_weight_fits(randn(rows - 16, 64, dtype=CPU_DTYPE))  # a router's few rows
+    assert not sg.skinny_gemm_weight_fits(randn(rows, 64))  # float32
+    assert not sg.skinny_gemm_weight_fits(randn(64, rows, dtype=CPU_DTYPE).T)  # columns not contiguous
+    assert not sg.skinny_gemm_weight_fits(randn(2, rows, 64, dtype=CPU_DTYPE))
+
+
+@pytest.mark.parametrize("case", ["fits", "1 token", "16 tokens", "17 tokens", "no tokens", "bias",
+                                  "other type", "strided", "3-D"])
+def test_inputs_it_takes(case):
+    w = randn(sg.SKINNY_GEMM_MIN_ROWS, 64, dtype=CPU_DTYPE)
+    tokens = {"1 token": 1, "16 tokens": 16, "17 tokens": 17, "no tokens": 0}.get(case, 4)
+    x, bias = randn(tokens, 64, dtype=CPU_DTYPE), None
+    if case == "bias":
+        bias = randn(w.shape[0], dtype=CPU_DTYPE)
+    elif case == "other type":
+        x = x.to(torch.bfloat16)
+    elif case == "strided":
         x = randn(64, 4, dtype=CPU_DTYPE).T
-    elif case == "3-D x":
+    elif case == "3-D":
         x = x[None]
-    assert not sg.use_skinny_gemm(x, w, bias)
+    assert sg.skinny_gemm_input_fits(x, w, bias) == (case in ("fits", "1 token", "16 tokens"))
 
 
-def test_linear_method_routes_few_tokens_to_the_kernel(hopper, monkeypatch):
+def linear_layer(rows: int):
+    layer = torch.nn.Module()
+    layer.weight = torch.nn.Parameter(randn(rows, 64, dtype=CPU_DTYPE, seed=2, scale=0.125), requires_grad=False)
+    method = unquant.UnquantizedLinearMethod()
+    method.process_weights_after_loading(layer)
+    return layer, method
+
+
+def test_linear_method_routes_few_tokens_of_wide_layers_to_the_kernel(hopper, monkeypatch):
     calls = []
 
     def counted(x, weight):
-        calls.append(x.shape[0])
+        calls.append((weight.shape[0], x.shape[0]))
         return sg.skinny_gemm(x, weight)
 
     monkeypatch.setattr(unquant, "skinny_gemm", counted)
-    layer = torch.nn.Module()
-    layer.weight = torch.nn.Parameter(randn(sg.SKINNY_GEMM_MIN_ROWS, 64, dtype=CPU_DTYPE, seed=2, scale=0.125),
-                                      requires_grad=False)
-    method = unquant.UnquantizedLinearMethod()
-    for tokens in (2, sg.SKINNY_GEMM_MAX_TOKENS + 1):
-        x = randn(tokens, 64, dtype=CPU_DTYPE, seed=tokens)
-        out = method.apply(layer, x)
-        torch.testing.assert_close(out.float(), x.float() @ layer.weight.float().T, rtol=2e-3, atol=2e-3)
-    assert calls == [2]  # 17 tokens went to F.linear
+    wide, narrow = sg.SKINNY_GEMM_MIN_ROWS, sg.SKINNY_GEMM_MIN_ROWS - 16
+    for rows in (wide, narrow):
+        layer, method = linear_layer(rows)
+        assert layer.use_skinny_gemm == (rows == wide)
+        for tokens in (2, sg.SKINNY_GEMM_MAX_TOKENS + 1):
+            x = randn(tokens, 64, dtype=CPU_DTYPE, seed=tokens)
+            out = method.apply(layer, x)
+            torch.testing.assert_close(out.float(), x.float() @ layer.weight.float().T, rtol=2e-3, atol=2e-3)
+    assert calls == [(wide, 2)]  # 17 tokens and the narrow layer went to F.linear
+
+
+def test_linear_method_keeps_cublas_when_not_opted_in(hopper, monkeypatch):
+    monkeypatch.setenv("SGLANG_OPT_SKINNY_GEMM", "0")
+    layer, _ = linear_layer(sg.SKINNY_GEMM_MIN_ROWS)
+    assert layer.use_skinny_gemm is False
 
 
 def bench_script():
