@@ -5,9 +5,9 @@ sglang runs them, against a Triton skinny GEMM over a grid of tiles.
 
 Runs on the patched build (patch 0110's kernel, sglang.srt.layers.skinny_gemm).
 
-At batch 1 the profile of 26B-A4B (session 5) has the dense GEMMs streaming their weights at ~2 TB/s,
-well under the HBM's, while the logits head alone reaches ~2.9: the per-layer matrices are small
-(12-52 MB) and cuBLAS splits K for several. Per variant, every distinct projection of a layer (fused
+At batch 1 the profile of 26B-A4B (session 5) has the per-layer GEMMs streaming their weights at
+~1.9 TB/s, well under the HBM's, while its largest GEMM kernel, by its size the logits head, reaches
+~2.9: the per-layer matrices are small (12-52 MB) and cuBLAS splits K for several. Per variant, every distinct projection of a layer (fused
 q/k/v and o of sliding and full layers, gate/up, down, the MoE router, the PLE gate and projection)
 and the logits head, at each --tokens count, is timed (Triton's do_bench, L2 flushed between runs, so
 weights come from HBM as in a decode step) with:
