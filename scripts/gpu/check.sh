@@ -65,7 +65,8 @@
 #                $TILES_AB_WORKLOADS (default summarization)
 #   mm-ab        pristine vs patched, same call, serving images (patch 0090: batched vision encoder): a
 #                config-only --arch conditional checkpoint with its processor (default variant e2b),
-#                dummy weights, $MM_WORKLOADS (default images-6: 6 random 720p images per prompt)
+#                dummy weights, $MM_WORKLOADS (default images-6: 6 random 720p images per prompt); a third
+#                setup, patched with YOCO and the PLE tail off, leaves mostly 0090 against pristine
 #   swa          issue #9's SWA pool study on the full 26B-A4B shape, patched build: summarization
 #                8000/1000 x 80 and chat 1000/1000 per setup (default r0.8,r0.15; the others add
 #                the leaf-lock release (-leaf) or --disable-radix-cache (-noradix)), into $OUT/swa;
@@ -246,7 +247,10 @@ for arg in "$@"; do
              model=$PWD/checkpoints/$v-conditional
              [ -f "$model/processor_config.json" ] || python3 -m sglang_gemma4 checkpoint --variant "$v" \
                --arch conditional --weights none --out "$model"
+             # the third setup turns off the other patches that change an E2B/E4B image prompt's time (YOCO's
+             # prefill, the PLE tail's decode), leaving mostly 0090's batched encoder against pristine
              python3 -m sglang_gemma4.harness.bench --variant "$v" --model "$model" --builds pristine patched \
+               --config "patched-no-yoco-ple=patched SGLANG_GEMMA4_YOCO=0 SGLANG_OPT_USE_FUSED_GEMMA4_PLE_TAIL=0" \
                --workloads ${MM_WORKLOADS:-images-6} --out "$OUT/mm-ab-$v" -- --load-format dummy \
                --enable-multimodal --cuda-graph-max-bs 16 --disable-piecewise-cuda-graph || status=1
            done ;;
