@@ -15,7 +15,6 @@ shipped time, best setting and its time).
 
 import argparse
 import itertools
-import json
 import sys
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from sglang.srt.layers.attention import triton_backend
 from sglang.srt.layers.attention.triton_ops import decode_attention as da
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from sglang_gemma4.kernel_grid import add_jobs_argument, compile_ahead, fastest_match, measure  # noqa: E402
+from sglang_gemma4.kernel_grid import add_jobs_argument, compile_ahead, fastest_match, measure_all  # noqa: E402
 
 HEADS, WINDOW = 16, 1024
 LAYERS = {"sliding": (8, 256), "full": (2, 512)}  # kv heads, head dim
@@ -96,13 +95,12 @@ def main() -> int:
         for batch, context, layer in itertools.product(args.batches, args.contexts, LAYERS):
             inputs = {splits: step_inputs(batch, context, layer, splits) for splits in {s[3] for s in GRID}}
             reference = decode_step(inputs[SHIPPED[3]], *SHIPPED[:3])
-            rows = []
-            for setting in GRID:
-                row = {"gpu": gpu, "batch": batch, "context": context, "layer": layer, "setting": list(setting),
-                       "shipped": setting == SHIPPED}
-                data = inputs[setting[3]]
-                rows.append(measure(row, lambda: decode_step(data, *setting[:3]), reference, args.rep_ms))
-                f.write(json.dumps(row) + "\n")
+            rows = measure_all(
+                (({"gpu": gpu, "batch": batch, "context": context, "layer": layer, "setting": list(setting),
+                   "shipped": setting == SHIPPED},
+                  lambda setting=setting: decode_step(inputs[setting[3]], *setting[:3]))
+                 for setting in GRID),
+                reference, args.rep_ms, f)
             shipped, best = rows[GRID.index(SHIPPED)], fastest_match(rows)
             lines.append(f"| {batch} | {context} | {layer} | {shipped['us']:.1f} | {tuple(best['setting'])} | "
                          f"{best['us']:.1f} | {shipped['us'] / best['us']:.2f}x | {best['max_rel_err']:.1e} |")

@@ -16,7 +16,6 @@ DIR/tiles.md (per case: shipped tile and time, best tile and time, speed-up).
 
 import argparse
 import itertools
-import json
 import os
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ import torch
 from sglang.srt.layers.attention.triton_ops import extend_attention as ea
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
-from sglang_gemma4.kernel_grid import add_jobs_argument, compile_ahead, fastest_match, measure  # noqa: E402
+from sglang_gemma4.kernel_grid import add_jobs_argument, compile_ahead, fastest_match, measure_all  # noqa: E402
 
 # On a build with patch 0100, its own Hopper tiles would override the tiles forced here.
 os.environ["SGLANG_OPT_HOPPER_EXTEND_ATTENTION_TILES"] = "0"
@@ -114,13 +113,12 @@ def main() -> int:
             batch, new, prefix = CASES[case]
             data = inputs(batch, new, prefix, kv_heads, dim)
             reference = run(data, window)
-            results = []
             # The shipped tile is timed through the same forced launch as the grid: equal Python overhead.
-            for shipped, tile in [(True, shipped_tile(dim))] + [(False, t) for t in GRID]:
-                row = {"gpu": gpu, "case": case, "layer": layer, "batch": batch, "new": new, "prefix": prefix,
-                       "tile": list(tile), "shipped": shipped}
-                results.append(measure(row, lambda: run(data, window, tile), reference, args.rep_ms))
-                f.write(json.dumps(row) + "\n")
+            results = measure_all(
+                (({"gpu": gpu, "case": case, "layer": layer, "batch": batch, "new": new, "prefix": prefix,
+                   "tile": list(tile), "shipped": shipped}, lambda tile=tile: run(data, window, tile))
+                 for shipped, tile in [(True, shipped_tile(dim))] + [(False, t) for t in GRID]),
+                reference, args.rep_ms, f)
             shipped, best = results[0], fastest_match(results[1:])
             lines.append(f"| {case} | {layer} {dim} | {tuple(shipped['tile'])} | {shipped['us']:.1f} | "
                          f"{tuple(best['tile'])} | {best['us']:.1f} | {shipped['us'] / best['us']:.2f}x | "

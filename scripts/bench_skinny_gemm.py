@@ -23,7 +23,6 @@ bandwidth.
 
 import argparse
 import itertools
-import json
 import sys
 from pathlib import Path
 
@@ -35,7 +34,7 @@ from sglang.srt.layers.skinny_gemm import (SKINNY_GEMM_MAX_TOKENS, SKINNY_GEMM_M
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
 from sglang_gemma4.harness.profile import HBM_BYTES_PER_S  # noqa: E402
-from sglang_gemma4.kernel_grid import add_jobs_argument, compile_ahead, fastest_match, measure  # noqa: E402
+from sglang_gemma4.kernel_grid import add_jobs_argument, compile_ahead, fastest_match, measure_all  # noqa: E402
 from sglang_gemma4.variants import text_config  # noqa: E402
 
 GRID = list(itertools.product((16, 32, 64, 128), (64, 128, 256), (4, 8), (2, 3, 4, 5)))
@@ -78,22 +77,24 @@ def tb_per_s(row: dict) -> float:
     return row["weight_bytes"] / row["us"] / 1e6
 
 
-def time_projection(base: dict, rep_ms: int) -> tuple[list[dict], dict, dict]:
-    """(cuBLAS and cuBLASLt rows, 0110's own tile's row, the grid's rows) for one N x K at base's tokens."""
+def time_projection(base: dict, rep_ms: int, jsonl) -> tuple[list[dict], dict, list[dict]]:
+    """(cuBLAS and cuBLASLt rows, 0110's own tile's row, the grid's rows) for one N x K at base's
+    tokens, each row also appended to the open JSONL file."""
     torch.manual_seed(0)
     n, k = base["n"], base["k"]
     x = torch.randn(base["tokens"], k, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16) / k ** 0.5
     reference = x.float() @ w.float().T
     blas = []
-    for library in BLAS:
+    for library in BLAS:  # the library is switched outside the timed call
         torch.backends.cuda.preferred_blas_library(library)
-        blas.append(measure({**base, "kernel": library}, lambda: F.linear(x, w), reference, rep_ms))
+        blas += measure_all([({**base, "kernel": library}, lambda: F.linear(x, w))], reference, rep_ms, jsonl)
     torch.backends.cuda.preferred_blas_library("cublas")
-    shipped = measure({**base, "kernel": "0110", "tile": list(skinny_gemm_tile(n, k))},
-                      lambda: skinny_gemm(x, w), reference, rep_ms)
-    grid = [measure({**base, "kernel": "grid", "tile": list(tile)}, lambda tile=tile: skinny_gemm(x, w, tile),
-                    reference, rep_ms) for tile in GRID]
+    shipped, *grid = measure_all(
+        [({**base, "kernel": "0110", "tile": list(skinny_gemm_tile(n, k))}, lambda: skinny_gemm(x, w))]
+        + [({**base, "kernel": "grid", "tile": list(tile)}, lambda tile=tile: skinny_gemm(x, w, tile))
+           for tile in GRID],
+        reference, rep_ms, jsonl)
     return blas, shipped, grid
 
 
@@ -121,9 +122,7 @@ def main() -> int:
             for name, (n, k, count) in projections(variant).items():
                 base = {"gpu": gpu, "variant": variant, "projection": name, "n": n, "k": k, "tokens": tokens,
                         "per_step": count, "weight_bytes": n * k * 2}
-                blas, shipped, grid = time_projection(base, args.rep_ms)
-                for row in blas + [shipped] + grid:
-                    f.write(json.dumps(row) + "\n")
+                blas, shipped, grid = time_projection(base, args.rep_ms, f)
                 cublas, best = blas[0], fastest_match(grid, ULP_AT_MAX)
                 lines.append(f"| {variant} | {name} | {n} x {k} | {tokens} | {cublas['us']:.1f} | {tb_per_s(cublas):.2f} | "
                              f"{tuple(shipped['tile'])} | {shipped['us']:.1f} | {tb_per_s(shipped):.2f} | "

@@ -3,6 +3,7 @@ candidates compiled ahead in worker processes, one candidate's difference and ti
 candidate whose output matches."""
 
 import functools
+import json
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -44,6 +45,16 @@ def measure(row: dict, run, reference, rep_ms: int) -> dict:
     except Exception as error:  # recorded, not fatal: the grid goes on
         row["error"] = f"{type(error).__name__}: {str(error)[:160]}"
     return row
+
+
+def measure_all(candidates, reference, rep_ms: int, jsonl) -> list[dict]:
+    """measure() each (row, run) of `candidates` in turn, appending every row to the open JSONL file
+    as soon as it is measured (a run cut short keeps what it timed)."""
+    rows = []
+    for row, run in candidates:
+        rows.append(measure(row, run, reference, rep_ms))
+        jsonl.write(json.dumps(row) + "\n")
+    return rows
 
 
 def fastest_match(rows: list[dict], tolerance: float = 2e-3) -> dict:

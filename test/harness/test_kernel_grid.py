@@ -3,12 +3,14 @@ caller, a failing launch skipped; a candidate that fails is recorded, not fatal;
 matching candidate is chosen."""
 
 import functools
+import io
+import json
 import os
 from pathlib import Path
 
 import torch
 
-from sglang_gemma4.kernel_grid import compile_ahead, fastest_match, measure
+from sglang_gemma4.kernel_grid import compile_ahead, fastest_match, measure, measure_all
 
 
 def record(directory: str, item: str) -> None:
@@ -49,3 +51,15 @@ def test_fastest_match_skips_failed_and_differing_candidates():
             {"name": "slow", "us": 9.0, "max_rel_err": 0.0}, {"name": "best", "us": 3.0, "max_rel_err": 1e-3}]
     assert fastest_match(rows)["name"] == "best"
     assert fastest_match(rows, tolerance=1e-2)["name"] == "fast-but-off"
+
+
+def test_measure_all_writes_each_row_as_it_is_measured():
+    def fails(name):
+        def run():
+            raise RuntimeError(f"{name}: out of resource")
+        return run
+
+    jsonl = io.StringIO()
+    rows = measure_all((({"tile": t}, fails(t)) for t in ("a", "b")), torch.ones(4), 1, jsonl)
+    assert [r["tile"] for r in rows] == ["a", "b"] and all("error" in r for r in rows)
+    assert [json.loads(line) for line in jsonl.getvalue().splitlines()] == rows
