@@ -68,7 +68,8 @@ NOT_LOADED = {
 }
 # Imported at module level on the serving path although sglang 0.5.12 does not declare them.
 UNDECLARED = ("jsonschema",)  # sglang/srt/entrypoints/openai/serving_chat.py
-# What is kept of sglang-kernel (~320 MB, nearly all FA3/FlashMLA/SM100 libraries) on an SM90 host.
+# What is kept of sglang-kernel (~320 MB, nearly all FA3/FlashMLA/SM100 libraries) on an SM90 host. Without
+# FA3, a multimodal server there needs --mm-attention-backend triton_attn (check.sh mm-ab passes it).
 KERNEL_KEEP = re.compile(r"^(sgl_kernel/[^/]+\.py|sgl_kernel/quantization/.*|sgl_kernel/{arch}/.*"
                          r"|sgl_kernel/spatial_ops\.abi3\.so|triton_kernels/.*|[^/]+\.dist-info/.*)$")
 

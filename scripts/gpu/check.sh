@@ -247,12 +247,15 @@ for arg in "$@"; do
              model=$PWD/checkpoints/$v-conditional
              [ -f "$model/processor_config.json" ] || python3 -m sglang_gemma4 checkpoint --variant "$v" \
                --arch conditional --weights none --out "$model"
+             # on Hopper the vision tower's attention defaults to FA3, whose 1 GB library the bundle leaves
+             # out of sgl_kernel (ImportError at the first image): triton_attn, as 0090's GPU test uses
              # the third setup turns off the other patches that change an E2B/E4B image prompt's time (YOCO's
              # prefill, the PLE tail's decode), leaving mostly 0090's batched encoder against pristine
              python3 -m sglang_gemma4.harness.bench --variant "$v" --model "$model" --builds pristine patched \
                --config "patched-no-yoco-ple=patched SGLANG_GEMMA4_YOCO=0 SGLANG_OPT_USE_FUSED_GEMMA4_PLE_TAIL=0" \
                --workloads ${MM_WORKLOADS:-images-6} --out "$OUT/mm-ab-$v" -- --load-format dummy \
-               --enable-multimodal --cuda-graph-max-bs 16 --disable-piecewise-cuda-graph || status=1
+               --enable-multimodal --mm-attention-backend triton_attn --cuda-graph-max-bs 16 \
+               --disable-piecewise-cuda-graph || status=1
            done ;;
     swa) declare -A swa_setups=(
            [r0.8]="--swa-full-tokens-ratio 0.8" [r0.15]="--swa-full-tokens-ratio 0.15"
