@@ -54,12 +54,9 @@
 #                (scripts/bench_extend_attention_tiles.py; $TILE_CASES picks cases)
 #   decode-tiles the Triton decode attention (stage 1's tile, the KV-split cap) on Gemma-4 shapes at batch
 #                1-64 and contexts 256-8000 vs the shipped launch (scripts/bench_decode_attention_tiles.py)
-#   skinny-gemm  the dense GEMMs of a decode step at 1 and 4 tokens (default variant 26b-a4b): cuBLAS and
-#                cuBLASLt vs patch 0110's Triton skinny GEMM (its own tile and a grid), and each side's GEMM
-#                time per step against the HBM floor (scripts/bench_skinny_gemm.py)
 #   opt-in-ab    the opt-in patches off vs on, patched build, same call: batch-1 decode and chat, or
 #                $OPT_IN_WORKLOADS (default variant 26b-a4b); $OPT_IN the switches of the `on` side (default
-#                SGLANG_OPT_SKINNY_GEMM=1 SGLANG_OPT_SMALL_MOE_ALIGN=1: patches 0110 and 0120; one alone to split them)
+#                SGLANG_OPT_SMALL_MOE_ALIGN=1: patch 0120)
 #   tiles-ab     patch 0100 (Hopper extend-attention tiles) off vs on, patched build, same call, on the full
 #                26B-A4B shape: MTP off (tiles-ab:off) and/or on (tiles-ab:on), default both;
 #                $TILES_AB_WORKLOADS (default summarization)
@@ -228,13 +225,10 @@ for arg in "$@"; do
              status=1 ;;
     decode-tiles) ( . "$PREFIX/env-pristine.sh"; python3 scripts/bench_decode_attention_tiles.py --out "$OUT/decode-tiles" ) ||
                   status=1 ;;
-    skinny-gemm) ( use_build patched
-                   python3 scripts/bench_skinny_gemm.py --out "$OUT/skinny-gemm" --variants ${variants:-26b-a4b} ) ||
-                 status=1 ;;
     opt-in-ab) for v in ${variants:-26b-a4b}; do
                  python3 -m sglang_gemma4.harness.bench --variant "$v" --out "$OUT/opt-in-ab-$v" \
                    --workloads ${OPT_IN_WORKLOADS:-batch1 chat} --config "off=patched" \
-                   --config "on=patched ${OPT_IN:-SGLANG_OPT_SKINNY_GEMM=1 SGLANG_OPT_SMALL_MOE_ALIGN=1}" \
+                   --config "on=patched ${OPT_IN:-SGLANG_OPT_SMALL_MOE_ALIGN=1}" \
                    -- --cuda-graph-max-bs 32 || status=1
                done ;;
     tiles-ab) for mtp in ${variants:-off on}; do
