@@ -14,6 +14,10 @@
 #   --host H         bind address (default 127.0.0.1: not exposed unless asked)
 #   --port P         (default 30000)
 #   --api-key K      passed through to launch_server
+#   --no-prebuild    skip building sglang's and FlashInfer's CUDA modules side by side before the
+#                    server starts (python -m sglang_gemma4.prebuild); a server then compiles the
+#                    ones missing from its caches one after another during its first graph capture
+#                    (SGLANG_GEMMA4_PREBUILD=0 in the environment does the same)
 #
 # The Python environment decides which build serves: source $PREFIX/env-patched.sh or
 # env-pristine.sh (scripts/gpu/setup.sh) first, or have the patched wheel installed.
@@ -24,7 +28,7 @@ usage() { sed -n '2,/^[^#]/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit "${1
 [ $# -ge 1 ] || usage 2
 case "$1" in -h|--help) usage ;; esac
 variant=$1; shift
-model="" draft="" mtp=0 tp=1 host=127.0.0.1 port=30000 api_key=""
+model="" draft="" mtp=0 tp=1 host=127.0.0.1 port=30000 api_key="" prebuild=${SGLANG_GEMMA4_PREBUILD:-1}
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model=$2; shift 2 ;;
@@ -34,6 +38,7 @@ while [ $# -gt 0 ]; do
     --host) host=$2; shift 2 ;;
     --port) port=$2; shift 2 ;;
     --api-key) api_key=$2; shift 2 ;;
+    --no-prebuild) prebuild=0; shift ;;
     -h|--help) usage ;;
     --) shift; break ;;
     *) echo "launch_gemma4: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -86,4 +91,9 @@ fi
 [ -n "$api_key" ] && args+=(--api-key "$api_key")
 
 echo "launch_gemma4: ${SGLANG_GEMMA4_BUILD:-installed} sglang, $variant, tp $tp, $host:$port"
+# Before, not beside, the server: the build processes are gone when it sizes its memory pools.
+if [ "$prebuild" = 1 ]; then
+  PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" python3 -m sglang_gemma4.prebuild --model "$model" --tp "$tp" ||
+    echo "launch_gemma4: prebuild incomplete; the server builds what is missing itself" >&2
+fi
 exec python3 -m sglang.launch_server "${args[@]}" "$@"

@@ -2,7 +2,10 @@
 
 from sglang_gemma4.harness.start_times import start_times
 
-LOG = """[2026-11-22 06:53:44] server_args=ServerArgs(model_path='m', cuda_graph_bs=[1, 2, 4, 8], disable_piecewise_cuda_graph=False)
+LOG = """launch_gemma4: patched sglang, 26b-a4b, tp 1, 127.0.0.1:30000
+prebuild: rope(True, 256, bfloat16): 9.1 s
+prebuild: 8 of 8 modules ready in 37.4 s
+[2026-11-22 06:53:44] server_args=ServerArgs(model_path='m', cuda_graph_bs=[1, 2, 4, 8], disable_piecewise_cuda_graph=False)
 [2026-11-22 06:54:12] Load weight end. elapsed=0.21 s, type=Gemma4ForCausalLM, avail mem=30.65 GB, mem usage=47.85 GB.
 [2026-11-22 06:55:43] Capture cuda graph end. Time elapsed: 91.03 s. mem usage=0.13 GB. avail mem=11.27 GB.
 [2026-11-22 06:56:27] Capture piecewise CUDA graph end. Time elapsed: 44.31 s. mem usage=1.96 GB. avail mem=9.30 GB.
@@ -11,7 +14,7 @@ LOG = """[2026-11-22 06:53:44] server_args=ServerArgs(model_path='m', cuda_graph
 
 
 def test_breakdown_of_a_full_start():
-    assert start_times(LOG) == {"weights_loaded_s": 28.0, "decode_capture_s": 91.03, "piecewise_capture_s": 44.31,
+    assert start_times(LOG) == {"prebuild_s": 37.4, "weights_loaded_s": 28.0, "decode_capture_s": 91.03, "piecewise_capture_s": 44.31,
                                 "ready_s": 192.0, "decode_graph_sizes": 4, "piecewise": True}
 
 
@@ -20,3 +23,7 @@ def test_a_start_that_never_got_ready():
                         .split("[2026-11-22 06:55:43]")[0])
     assert times["ready_s"] is None and times["decode_capture_s"] is None and not times["piecewise"]
     assert times["weights_loaded_s"] == 28.0
+
+
+def test_a_start_without_the_prebuild():
+    assert start_times(LOG.split("\n", 3)[3])["prebuild_s"] is None

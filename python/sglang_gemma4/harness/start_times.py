@@ -2,9 +2,11 @@
 
     python -m sglang_gemma4.harness.start_times LOG [LOG ...] [--markdown]
 
-For each sglang server log: the time from the first log line to weight loading done, the decode
-CUDA-graph capture and the piecewise capture (sglang's own "Time elapsed"), and the first line to
-"The server is fired up" (ready). Decode graph sizes come from the logged server arguments.
+For each sglang server log: the launch preset's prebuild of CUDA modules, which runs before the
+server and so before its first log line (sglang_gemma4.prebuild's own total), the time from the
+first log line to weight loading done, the decode CUDA-graph capture and the piecewise capture
+(sglang's own "Time elapsed"), and the first line to "The server is fired up" (ready). Decode graph
+sizes come from the logged server arguments.
 """
 
 import argparse
@@ -16,6 +18,7 @@ from pathlib import Path
 STAMP = r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]"
 CAPTURE = r"Capture cuda graph end\. Time elapsed: ([\d.]+) s"
 PIECEWISE = r"Capture piecewise CUDA graph end\. Time elapsed: ([\d.]+) s"
+PREBUILD = r"^prebuild: \d+ of \d+ modules ready in ([\d.]+) s"
 
 
 def _stamp(line: str) -> datetime | None:
@@ -24,7 +27,7 @@ def _stamp(line: str) -> datetime | None:
 
 
 def _first(pattern: str, text: str) -> float | None:
-    match = re.search(pattern, text)
+    match = re.search(pattern, text, re.MULTILINE)
     return float(match.group(1)) if match else None
 
 
@@ -38,6 +41,7 @@ def start_times(text: str) -> dict:
     loaded, ready = _stamp_of(lines, "Load weight end"), _stamp_of(lines, "The server is fired up")
     graph_bs = re.search(r"cuda_graph_bs=\[([\d, ]*)\]", text)
     return {
+        "prebuild_s": _first(PREBUILD, text),
         "weights_loaded_s": (loaded - first).total_seconds() if first and loaded else None,
         "decode_capture_s": _first(CAPTURE, text),
         "piecewise_capture_s": _first(PIECEWISE, text),
@@ -56,11 +60,12 @@ def main() -> int:
     if not args.markdown:
         print("\n".join(json.dumps(r) for r in rows))
         return 0
-    print("| log | decode graph sizes | piecewise | weights loaded (s) | decode capture (s) | "
-          "piecewise capture (s) | ready (s) |\n|---|---|---|---|---|---|---|")
+    print("| log | decode graph sizes | piecewise | prebuild (s) | weights loaded (s) | decode capture (s) | "
+          "piecewise capture (s) | ready (s) |\n|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| `{r['log']}` | {r['decode_graph_sizes']} | {'on' if r['piecewise'] else 'off'} | "
-              f"{r['weights_loaded_s']} | {r['decode_capture_s']} | {r['piecewise_capture_s'] or '-'} | {r['ready_s']} |")
+              f"{r['prebuild_s'] or '-'} | {r['weights_loaded_s']} | {r['decode_capture_s']} | "
+              f"{r['piecewise_capture_s'] or '-'} | {r['ready_s']} |")
     return 0
 
 

@@ -1,0 +1,114 @@
+"""Build the CUDA modules a Gemma-4 server compiles at first use, all at once, before it starts
+(issue #10 part 3, cold start).
+
+    python -m sglang_gemma4.prebuild --model DIR [--tp N]
+
+sglang 0.5.12 compiles several CUDA modules with nvcc the first time a forward pass needs them:
+its JIT kernels (RoPE per rotary width, the KV-cache store per row size, the activation, the
+overlap scheduler's two position kernels) and, through sgl_kernel's rmsnorm, FlashInfer's norm
+module. A server meets them one after another during its first CUDA-graph capture: on an H100 with
+empty caches they took ~95 of a 26B-A4B start's 205 s
+(benchmark_results/2026-11-22-h100-26b-a4b-g5723c55349-coldstart/). Each is one nvcc process, so
+built side by side they cost about the longest one. They land in the caches the server reads
+(TVM_FFI_CACHE_DIR, FLASHINFER_WORKSPACE_BASE, or their defaults under the home directory); on a
+machine that has them this takes seconds. Needs the GPU and the Python environment that will serve.
+
+The module arguments come from the checkpoint's config exactly as sglang derives them at run time:
+the rotary width of each attention kind (its head dim), and the KV-cache row of each kind (KV heads
+per rank x head dim x 2 bytes, bf16).
+"""
+
+import argparse
+import importlib
+import json
+import multiprocessing
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+# (module, loader) of each JIT build; the loaders are sglang's own cached constructors
+ROPE = ("sglang.jit_kernel.rope", "_jit_fused_rope_module")
+KV_STORE = ("sglang.jit_kernel.kvcache", "_jit_kvcache_module")
+ACTIVATION = ("sglang.jit_kernel.activation", "_jit_activation_module")
+RESOLVE_FUTURE = ("sglang.jit_kernel.resolve_future_token_ids", "_jit_resolve_future_token_ids_module")
+CLAMP_POSITION = ("sglang.jit_kernel.clamp_position", "_jit_clamp_position_module")
+FLASHINFER_NORM = ("sglang_gemma4.prebuild", "flashinfer_cuda_norm")
+BF16_BYTES = 2
+
+
+def kv_heads_per_rank(heads: int, tp: int) -> int:
+    """sglang splits KV heads across ranks and replicates them when there are fewer than ranks."""
+    return max(1, heads // tp)
+
+
+def builds(text_config: dict, tp: int = 1) -> list[tuple[str, str, tuple]]:
+    """(module, loader, args) of every build a server of this Gemma-4 text config starts with."""
+    import torch
+
+    sliding = (text_config["head_dim"], text_config["num_key_value_heads"])
+    full = (text_config.get("global_head_dim") or sliding[0],
+            text_config.get("num_global_key_value_heads") or sliding[1])
+    head_dims = sorted({sliding[0], full[0]})
+    rows = sorted({kv_heads_per_rank(heads, tp) * dim * BF16_BYTES for dim, heads in (sliding, full)})
+    return ([(*ROPE, (True, dim, torch.bfloat16)) for dim in head_dims]  # Gemma-4's RoPE is NeoX-style
+            + [(*KV_STORE, (row,)) for row in rows]
+            + [(*ACTIVATION, (torch.bfloat16,)), (*RESOLVE_FUTURE, (torch.int64,)),
+               (*CLAMP_POSITION, (torch.int64,)), (*FLASHINFER_NORM, ())])
+
+
+def flashinfer_cuda_norm() -> None:
+    """FlashInfer's CUDA norm module, which sgl_kernel's rmsnorm runs whenever flashinfer imports,
+    unless FlashInfer finds its CuTe-DSL kernels (nvidia-cutlass-dsl) to run instead."""
+    import flashinfer.norm
+
+    if flashinfer.norm._USE_CUDA_NORM:
+        flashinfer.norm.get_norm_module()
+
+
+def run_one(module: str, loader: str, args: tuple) -> float:
+    """Build one module (a no-op when its cache has it); the seconds it took."""
+    start = time.monotonic()
+    getattr(importlib.import_module(module), loader)(*args)
+    return time.monotonic() - start
+
+
+def describe(module: str, loader: str, args: tuple) -> str:
+    name = loader.removeprefix("_jit_").removesuffix("_module")
+    return f"{name}({', '.join(str(a).removeprefix('torch.') for a in args)})"
+
+
+def prebuild(jobs: list[tuple[str, str, tuple]], log=print) -> list[str]:
+    """Run every build in its own process at once; the descriptions of those that failed (a server
+    then builds or fails on its own, as without this step)."""
+    start, failed = time.monotonic(), []
+    # spawned, not forked: each worker sets up CUDA (the build flags name the GPU's architecture)
+    with ProcessPoolExecutor(max_workers=len(jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [(describe(*job), pool.submit(run_one, *job)) for job in jobs]
+        for name, future in futures:
+            try:
+                log(f"prebuild: {name}: {future.result():.1f} s")
+            except Exception as e:  # noqa: BLE001 - any build error is reported, not raised
+                log(f"prebuild: {name} FAILED: {type(e).__name__}: {e}")
+                failed.append(name)
+    log(f"prebuild: {len(jobs) - len(failed)} of {len(jobs)} modules ready in {time.monotonic() - start:.1f} s")
+    return failed
+
+
+def text_config_of(model: Path) -> dict:
+    config = json.loads((model / "config.json").read_text())
+    return config.get("text_config") or config
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 2)[2])
+    parser.add_argument("--model", required=True, type=Path, help="the checkpoint the server will serve")
+    parser.add_argument("--tp", type=int, default=1, help="the server's tensor-parallel size")
+    args = parser.parse_args(argv)
+    return 1 if prebuild(builds(text_config_of(args.model), args.tp)) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
