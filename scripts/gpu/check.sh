@@ -57,7 +57,8 @@
 #                1-64 and contexts 256-8000 vs the shipped launch (scripts/bench_decode_attention_tiles.py)
 #   opt-in-ab    the opt-in patches off vs on, patched build, same call: batch-1 decode and chat, or
 #                $OPT_IN_WORKLOADS (default variant 26b-a4b); $OPT_IN the switches of the `on` side (default
-#                SGLANG_OPT_SMALL_MOE_ALIGN=1: patch 0120)
+#                SGLANG_OPT_SMALL_MOE_ALIGN=1 SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=1: patches 0120 and 0130; one alone
+#                to split them)
 #   tiles-ab     patch 0100 (Hopper extend-attention tiles) off vs on, patched build, same call, on the full
 #                26B-A4B shape: MTP off (tiles-ab:off) and/or on (tiles-ab:on), default both;
 #                $TILES_AB_WORKLOADS (default summarization)
@@ -231,7 +232,7 @@ for arg in "$@"; do
     opt-in-ab) for v in ${variants:-26b-a4b}; do
                  python3 -m sglang_gemma4.harness.bench --variant "$v" --out "$OUT/opt-in-ab-$v" \
                    --workloads ${OPT_IN_WORKLOADS:-batch1 chat} --config "off=patched" \
-                   --config "on=patched ${OPT_IN:-SGLANG_OPT_SMALL_MOE_ALIGN=1}" \
+                   --config "on=patched ${OPT_IN:-SGLANG_OPT_SMALL_MOE_ALIGN=1 SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=1}" \
                    -- --cuda-graph-max-bs 32 || status=1
                done ;;
     tiles-ab) for mtp in ${variants:-off on}; do

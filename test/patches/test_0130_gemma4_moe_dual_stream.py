@@ -1,0 +1,89 @@
+"""0130: with SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=1, a Gemma-4 MoE layer captured in a CUDA graph runs
+its dense MLP on a side stream beside the experts. On CPU: when the model makes the side stream. On a
+GPU: the two branches captured in a graph and replayed give what running them one after the other
+gives, with the side branch much slower than the other (a missing join would read it unfinished)."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from sglang.srt.models import gemma4_causal
+from sglang.srt.models.gemma4_causal import Gemma4DecoderLayer, moe_side_stream
+
+MOE = SimpleNamespace(enable_moe_block=True)
+
+
+@pytest.fixture
+def cuda_streams(monkeypatch):
+    """A machine with CUDA as far as the stream choice can tell, one GPU, switch on."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "Stream", lambda: "side stream")
+    monkeypatch.setattr(gemma4_causal, "get_tensor_model_parallel_world_size", lambda: 1)
+    monkeypatch.setenv("SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM", "1")
+
+
+def test_side_stream_only_for_moe_models_on_one_gpu_when_switched_on(cuda_streams, monkeypatch):
+    assert moe_side_stream(MOE) == "side stream"
+    assert moe_side_stream(SimpleNamespace(enable_moe_block=False)) is None  # 31B, E2B, E4B
+    assert moe_side_stream(SimpleNamespace()) is None
+    monkeypatch.setenv("SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM", "0")
+    assert moe_side_stream(MOE) is None
+    monkeypatch.setenv("SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM", "1")
+    monkeypatch.setattr(gemma4_causal, "get_tensor_model_parallel_world_size", lambda: 2)
+    assert moe_side_stream(MOE) is None
+
+
+def test_off_by_default(cuda_streams, monkeypatch):
+    monkeypatch.delenv("SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM")
+    assert moe_side_stream(MOE) is None
+
+
+class SlowMLP(nn.Module):
+    """Many dependent matmuls: far longer than the other branch."""
+
+    def __init__(self, hidden: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(hidden, hidden, generator=torch.Generator().manual_seed(1)) / hidden**0.5)
+
+    def forward(self, x):
+        for _ in range(50):
+            x = torch.tanh(x @ self.weight)
+        return x
+
+
+class StandInMoE(nn.Module):
+    def forward(self, moe_input, router_logits):
+        return moe_input * router_logits.softmax(-1).sum(-1, keepdim=True) + 1
+
+
+@pytest.mark.gpu
+def test_branches_captured_on_two_streams_match_one_after_the_other():
+    hidden = 1024
+    layer = Gemma4DecoderLayer.__new__(Gemma4DecoderLayer)
+    nn.Module.__init__(layer)
+    layer.mlp, layer.moe = SlowMLP(hidden).cuda(), StandInMoE()
+    layer.alt_stream = torch.cuda.Stream()
+    g = torch.Generator().manual_seed(2)
+    mlp_input, moe_input = (torch.randn(4, hidden, generator=g).cuda() for _ in range(2))
+    router_logits = torch.randn(4, 8, generator=g).cuda()
+    with torch.no_grad():
+        expected = (layer.mlp(mlp_input), layer.moe(moe_input, router_logits))
+
+        warmup = torch.cuda.Stream()  # as sglang's graph runner: run once off the default stream, then capture
+        warmup.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(warmup):
+            layer.mlp_beside_moe(mlp_input, moe_input, router_logits)
+        torch.cuda.current_stream().wait_stream(warmup)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            mlp_output, moe_output = layer.mlp_beside_moe(mlp_input, moe_input, router_logits)
+            combined = mlp_output + moe_output  # reads the side branch on the capturing stream
+        for _ in range(3):
+            combined.zero_()
+            graph.replay()
+        torch.cuda.synchronize()
+    torch.testing.assert_close(mlp_output, expected[0])
+    torch.testing.assert_close(moe_output, expected[1])
+    torch.testing.assert_close(combined, expected[0] + expected[1])
