@@ -10,12 +10,13 @@ module. A server meets them one after another during its first CUDA-graph captur
 empty caches they took ~95 of a 26B-A4B start's 205 s
 (benchmark_results/2026-11-22-h100-26b-a4b-g5723c55349-coldstart/). Each is one nvcc process, so
 built side by side they cost about the longest one. They land in the caches the server reads
-(TVM_FFI_CACHE_DIR, FLASHINFER_WORKSPACE_BASE, or their defaults under the home directory); on a
-machine that has them this takes seconds. Needs the GPU and the Python environment that will serve.
+(TVM_FFI_CACHE_DIR, FLASHINFER_WORKSPACE_BASE, or their defaults under the home directory); where
+they are already there, each worker only loads its module. Needs the GPU and the Python environment
+that will serve.
 
-The module arguments come from the checkpoint's config exactly as sglang derives them at run time:
-the rotary width of each attention kind (its head dim), and the KV-cache row of each kind (KV heads
-per rank x head dim x 2 bytes, bf16).
+The module arguments follow from the checkpoint's config as sglang derives them at run time (checked
+against the builds of a 26B-A4B cold start): the rotary width of each attention kind (its head dim),
+and the KV-cache row of each kind (KV heads per rank x head dim x 2 bytes, bf16).
 """
 
 import argparse
