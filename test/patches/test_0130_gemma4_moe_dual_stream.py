@@ -1,7 +1,7 @@
 """0130: with SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=1, a Gemma-4 MoE layer captured in a CUDA graph runs
 its dense MLP on a side stream beside the experts. On CPU: when the model makes the side stream. On a
 GPU: the two branches captured in a graph and replayed give what running them one after the other
-gives, with the side branch much slower than the other (a missing join would read it unfinished)."""
+gives, with the side branch much slower than the other and fresh inputs before the replay."""
 
 from types import SimpleNamespace
 
@@ -69,8 +69,6 @@ def test_branches_captured_on_two_streams_match_one_after_the_other():
     mlp_input, moe_input = (torch.randn(4, hidden, generator=g).cuda() for _ in range(2))
     router_logits = torch.randn(4, 8, generator=g).cuda()
     with torch.no_grad():
-        expected = (layer.mlp(mlp_input), layer.moe(moe_input, router_logits))
-
         warmup = torch.cuda.Stream()  # as sglang's graph runner: run once off the default stream, then capture
         warmup.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(warmup):
@@ -80,9 +78,11 @@ def test_branches_captured_on_two_streams_match_one_after_the_other():
         with torch.cuda.graph(graph):
             mlp_output, moe_output = layer.mlp_beside_moe(mlp_input, moe_input, router_logits)
             combined = mlp_output + moe_output  # reads the side branch on the capturing stream
-        for _ in range(3):
-            combined.zero_()
-            graph.replay()
+        # new inputs: a replay must recompute both branches (a side branch left out of the graph would not)
+        for static in (mlp_input, moe_input, router_logits):
+            static.copy_(torch.randn(static.shape, generator=g))
+        expected = (layer.mlp(mlp_input), layer.moe(moe_input, router_logits))
+        graph.replay()
         torch.cuda.synchronize()
     torch.testing.assert_close(mlp_output, expected[0])
     torch.testing.assert_close(moe_output, expected[1])
