@@ -55,10 +55,9 @@
 #                (scripts/bench_extend_attention_tiles.py; $TILE_CASES picks cases)
 #   decode-tiles the Triton decode attention (stage 1's tile, the KV-split cap) on Gemma-4 shapes at batch
 #                1-64 and contexts 256-8000 vs the shipped launch (scripts/bench_decode_attention_tiles.py)
-#   opt-in-ab    the opt-in patches off vs on, patched build, same call: batch-1 decode and chat, or
-#                $OPT_IN_WORKLOADS (default variant 26b-a4b); $OPT_IN the switches of the `on` side (default
-#                SGLANG_OPT_SMALL_MOE_ALIGN=1 SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=1: patches 0120 and 0130; one alone
-#                to split them)
+#   opt-in-ab    the opt-in patches off, then each switch of $OPT_IN alone (default SGLANG_OPT_SMALL_MOE_ALIGN=1
+#                SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=1: patches 0120 and 0130), patched build, same call: batch-1
+#                decode and chat, or $OPT_IN_WORKLOADS (default variant 26b-a4b)
 #   tiles-ab     patch 0100 (Hopper extend-attention tiles) off vs on, patched build, same call, on the full
 #                26B-A4B shape: MTP off (tiles-ab:off) and/or on (tiles-ab:on), default both;
 #                $TILES_AB_WORKLOADS (default summarization)
@@ -229,11 +228,13 @@ for arg in "$@"; do
              status=1 ;;
     decode-tiles) ( . "$PREFIX/env-pristine.sh"; python3 scripts/bench_decode_attention_tiles.py --out "$OUT/decode-tiles" ) ||
                   status=1 ;;
-    opt-in-ab) for v in ${variants:-26b-a4b}; do
+    opt-in-ab) setups=(--config "off=patched")  # then each switch alone, named after it
+               for switch in ${OPT_IN:-SGLANG_OPT_SMALL_MOE_ALIGN=1 SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=1}; do
+                 setups+=(--config "${switch%%=*}=patched $switch")
+               done
+               for v in ${variants:-26b-a4b}; do
                  python3 -m sglang_gemma4.harness.bench --variant "$v" --out "$OUT/opt-in-ab-$v" \
-                   --workloads ${OPT_IN_WORKLOADS:-batch1 chat} --config "off=patched" \
-                   --config "on=patched ${OPT_IN:-SGLANG_OPT_SMALL_MOE_ALIGN=1 SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=1}" \
-                   -- --cuda-graph-max-bs 32 || status=1
+                   --workloads ${OPT_IN_WORKLOADS:-batch1 chat} "${setups[@]}" -- --cuda-graph-max-bs 32 || status=1
                done ;;
     tiles-ab) for mtp in ${variants:-off on}; do
                 python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/tiles-ab" \
