@@ -1,6 +1,6 @@
 """Pool usage read back from scheduler log lines: fields, peaks, re-prefill, the timeline plot."""
 
-from sglang_gemma4.harness.pool_usage import parse, plot, summary
+from sglang_gemma4.harness.pool_usage import decode_rates, parse, plot, summary
 
 LOG = """\
 [2026-11-22 06:57:14] Prefill batch, #new-seq: 2, #new-token: 2000, #cached-token: 0, full token usage: 0.02, swa token usage: 0.03, #running-req: 0, #queue-req: 5, #pending-token: 0, cuda graph: True, input throughput (token/s): 57.73
@@ -39,6 +39,23 @@ def test_decode_rate_is_the_median_while_the_batch_is_full():
              f"gen throughput (token/s): {rate}, #queue-req: 0"
              for i, (running, rate) in enumerate([(3, 90.0), (4, 130.0), (4, 110.0), (4, 120.0), (2, 70.0)])]
     assert summary(parse("\n".join(lines)))["median_decode_tok_s_at_peak"] == 120.0
+
+
+def test_decode_rate_is_read_at_the_largest_decode_batch_when_the_peak_is_prefill_only():
+    lines = [f"[2026-11-22 07:00:{i:02d}] Decode batch, #running-req: 30, cuda graph: True, "
+             f"gen throughput (token/s): {rate}, #queue-req: 2" for i, rate in enumerate([1500.0, 1560.0, 1550.0])]
+    lines.append("[2026-11-22 07:00:09] Prefill batch, #new-seq: 16, #new-token: 4096, #cached-token: 0, "
+                 "full token usage: 1.00, swa token usage: 0.58, #running-req: 46, #queue-req: 29")
+    result = summary(parse("\n".join(lines)))
+    assert result["peak_running_req"] == 46 and result["median_decode_tok_s_at_peak"] == 1550.0
+
+
+def test_decode_rates_per_batch_size_skip_sizes_seen_too_rarely():
+    pairs = [(4, 100.0)] * 2 + [(4, 140.0)] * 3 + [(8, 300.0)] * 4
+    lines = [f"[2026-11-22 07:00:{i:02d}] Decode batch, #running-req: {running}, cuda graph: True, "
+             f"gen throughput (token/s): {rate}, #queue-req: 0" for i, (running, rate) in enumerate(pairs)]
+    assert decode_rates(parse("\n".join(lines))) == {4: {"lines": 5, "median_tok_s": 140.0}}
+    assert decode_rates(parse("\n".join(lines)), min_lines=4)[8] == {"lines": 4, "median_tok_s": 300.0}
 
 
 def test_timeline_plot(tmp_path):

@@ -1,18 +1,20 @@
 """KV pool usage over a run, read from the server's own log lines (the scheduler logs every prefill
 batch and every `decode_log_interval` decode steps).
 
-    python -m sglang_gemma4.harness.pool_usage SERVER_LOG [--png FILE]
+    python -m sglang_gemma4.harness.pool_usage SERVER_LOG [--png FILE] [--by-batch]
 
 Per run: peak running and queued requests, peak full-attention and SWA pool usage, requests
 retracted because the pool ran out, and the prompt tokens prefilled and served from the radix cache
 (`#cached-token`) — the numbers issue #9 compares across SWA ratios — and the median decode rate the
-scheduler logged while running its peak number of requests.
+scheduler logged at its largest decode batch. `--by-batch` prints that rate for every decode batch
+size: two servers compared at the same batch size measure step speed, apart from scheduling.
 """
 
 import argparse
 import json
 import re
 import statistics
+from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
@@ -55,10 +57,12 @@ def summary(samples: list[dict]) -> dict:
         return max((s[key] for s in samples if key in s), default=0.0)
 
     prefills = [s for s in samples if s["kind"] == "prefill"]
-    # the decode rate the scheduler logs, once the batch is full: a client that receives its stream
-    # in bursts can misreport inter-token latency, this cannot
-    full = [s["gen_throughput"] for s in samples
-            if s["kind"] == "decode" and "gen_throughput" in s and s.get("running_req") == peak("running_req")]
+    # the decode rate the scheduler logs at its largest decode batch: a client that receives its stream
+    # in bursts can misreport inter-token latency, this cannot. The largest decode batch, not the peak
+    # of running requests: that peak can fall on prefill lines only (a pool that fills and retracts)
+    decodes = [s for s in samples if s["kind"] == "decode" and "gen_throughput" in s]
+    largest = max((s.get("running_req", 0) for s in decodes), default=0)
+    full = [s["gen_throughput"] for s in decodes if s.get("running_req", 0) == largest]
     return {
         "peak_running_req": peak("running_req"), "peak_queue_req": peak("queue_req"),
         "peak_full_token_usage": peak("full_token_usage"), "peak_swa_token_usage": peak("swa_token_usage"),
@@ -69,6 +73,17 @@ def summary(samples: list[dict]) -> dict:
         "retracted_reqs": sum(s.get("retracted_reqs", 0) for s in samples if s["kind"] == "retract"),
         "median_decode_tok_s_at_peak": statistics.median(full) if full else 0.0,
     }
+
+
+def decode_rates(samples: list[dict], min_lines: int = 5) -> dict[int, dict]:
+    """Per decode batch size (running requests) logged on at least min_lines lines: how many lines
+    and their median decode rate (token/s)."""
+    rates = defaultdict(list)
+    for s in samples:
+        if s["kind"] == "decode" and "gen_throughput" in s and "running_req" in s:
+            rates[int(s["running_req"])].append(s["gen_throughput"])
+    return {running: {"lines": len(r), "median_tok_s": statistics.median(r)}
+            for running, r in sorted(rates.items()) if len(r) >= min_lines}
 
 
 def plot(samples: list[dict], path: Path, title: str) -> None:
@@ -100,9 +115,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("log")
     parser.add_argument("--png", help="write the usage timeline here")
+    parser.add_argument("--by-batch", action="store_true",
+                        help="the median decode rate per decode batch size logged 5 times or more")
     args = parser.parse_args()
     samples = parse(Path(args.log).read_text(errors="replace"))
-    print(json.dumps(summary(samples), indent=1))
+    print(json.dumps(decode_rates(samples) if args.by_batch else summary(samples), indent=1))
     if args.png:
         plot(samples, Path(args.png), Path(args.log).name)
     return 0
