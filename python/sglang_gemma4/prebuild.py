@@ -47,9 +47,12 @@ def builds(text_config: dict, tp: int = 1) -> list[tuple[str, str, tuple]]:
     """(module, loader, args) of every build a server of this Gemma-4 text config starts with."""
     import torch
 
-    sliding = (text_config["head_dim"], text_config["num_key_value_heads"])
-    full = (text_config.get("global_head_dim") or sliding[0],
-            text_config.get("num_global_key_value_heads") or sliding[1])
+    # Hugging Face's form has head_dim and num_key_value_heads of the sliding layers; the text-only
+    # form sglang reads (Gemma4ForCausalLM) moves those to swa_* and gives the full layers' values
+    sliding = (text_config.get("swa_head_dim") or text_config["head_dim"],
+               text_config.get("swa_num_key_value_heads") or text_config["num_key_value_heads"])
+    full = (text_config.get("global_head_dim") or text_config["head_dim"],
+            text_config.get("num_global_key_value_heads") or text_config["num_key_value_heads"])
     head_dims = sorted({sliding[0], full[0]})
     rows = sorted({kv_heads_per_rank(heads, tp) * dim * BF16_BYTES for dim, heads in (sliding, full)})
     return ([(*ROPE, (True, dim, torch.bfloat16)) for dim in head_dims]  # Gemma-4's RoPE is NeoX-style
