@@ -93,11 +93,31 @@ def test_builds_run_side_by_side_and_a_failure_is_reported(tmp_path, monkeypatch
 
 
 def test_cli_exit_status_says_whether_all_were_built(tmp_path, monkeypatch):
+    monkeypatch.setenv("TVM_FFI_CACHE_DIR", str(tmp_path / "tvm-ffi"))
     (tmp_path / "config.json").write_text(json.dumps(text_config("e2b")))
-    monkeypatch.setattr(prebuild, "prebuild", lambda jobs: [])
-    assert prebuild.main(["--model", str(tmp_path)]) == 0
     monkeypatch.setattr(prebuild, "prebuild", lambda jobs: ["rope(True, 256, bfloat16)"])
     assert prebuild.main(["--model", str(tmp_path), "--tp", "2"]) == 1
+    monkeypatch.setattr(prebuild, "prebuild", lambda jobs: [])
+    assert prebuild.main(["--model", str(tmp_path)]) == 0
+
+
+def test_a_complete_prebuild_is_not_redone_until_its_cache_is_emptied(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TVM_FFI_CACHE_DIR", str(tmp_path / "tvm-ffi"))
+    (tmp_path / "config.json").write_text(json.dumps(text_config("26b-a4b")))
+    runs = []
+    outcome = [["kvcache(4096)"]]  # the first run fails one build: no stamp
+    monkeypatch.setattr(prebuild, "prebuild", lambda jobs: runs.append(len(jobs)) or outcome[0])
+    model = ["--model", str(tmp_path)]
+    assert prebuild.main(model) == 1 and not list((tmp_path / "tvm-ffi").glob("sglang-gemma4-prebuild-*"))
+    outcome[0] = []
+    assert prebuild.main(model) == 0 and prebuild.main(model) == 0
+    assert runs == [8, 8], "the third run should have found the stamp"
+    assert "built before" in capsys.readouterr().out
+    assert prebuild.main([*model, "--force"]) == 0 and prebuild.main([*model, "--tp", "2"]) == 0
+    assert runs == [8, 8, 8, 8], "--force and other builds (TP 2 rows) run again"
+    for stamp in (tmp_path / "tvm-ffi").glob("sglang-gemma4-prebuild-*"):
+        stamp.unlink()
+    assert prebuild.main(model) == 0 and runs == [8, 8, 8, 8, 8]
 
 
 def test_flashinfer_norm_is_built_only_where_sgl_kernel_would_run_it(monkeypatch):
