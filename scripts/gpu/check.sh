@@ -46,11 +46,13 @@
 #   moe-tune     the fused-MoE kernel configs for 26B-A4B on this GPU (scripts/tune_gemma4_moe.py,
 #                $MOE_TUNE_ARGS), then batch-1 and chat with sglang's shipped configs vs the tuned file
 #                (SGLANG_MOE_CONFIG_DIR), patched build, same call
-#   coldstart    issue #10 part 3: the patched server started with the launch preset's own capture sizes
-#                (default variant 26b-a4b; $COLDSTART_FLAGS adds flags) on empty compile caches (Triton,
-#                sglang's JIT, FlashInfer's JIT, inductor) without the preset's prebuild, again with it, then
-#                on the caches that filled ($COLDSTART_STARTS picks among cold-no-prebuild cold warm);
-#                start-time breakdown of each and what the cold start built (harness/compile_caches.py)
+#   coldstart    issue #10 part 3: the server started with the launch preset's own capture sizes (default variant
+#                26b-a4b; $COLDSTART_FLAGS adds flags); $COLDSTART_STARTS picks and orders the starts (default
+#                cold-no-prebuild cold warm): cold-pristine (pristine build, no prebuild) and cold-no-prebuild /
+#                cold (patched, prebuild off / on) on empty compile caches (Triton, sglang's JIT, FlashInfer's JIT,
+#                inductor), warm (patched) on the caches the last start filled. The caches live under /tmp, not
+#                $OUT, so a warm start may follow in the next call while the machine is held. Start-time
+#                breakdown of each and what the last start compiled (harness/compile_caches.py)
 #   tiles        the Triton extend-attention kernel on Gemma-4 shapes: a grid of tiles vs the shipped one
 #                (scripts/bench_extend_attention_tiles.py; $TILE_CASES picks cases)
 #   decode-tiles the Triton decode attention (stage 1's tile, the KV-split cap) on Gemma-4 shapes at batch
@@ -206,22 +208,25 @@ for arg in "$@"; do
                 --config "shipped=patched" --config "tuned=patched SGLANG_MOE_CONFIG_DIR=$OUT/moe-tune" \
                 -- --cuda-graph-max-bs 32 --disable-piecewise-cuda-graph || status=1 ;;
     coldstart) for v in ${variants:-26b-a4b}; do
-                 # every compile cache a start fills, emptied: Triton, sglang's JIT (tvm-ffi), FlashInfer's
-                 # JIT and torch.compile's (inductor), so that a cold start is cold throughout; the preset's
-                 # prebuild off, then on, on empty caches each time, then on with the caches that filled
-                 caches=$OUT/compile-caches-$v
+                 # every compile cache a start fills, emptied for a cold start so that it is cold throughout
+                 caches=/tmp/sglang-gemma4-compile-caches-$v
                  for start in ${COLDSTART_STARTS:-cold-no-prebuild cold warm}; do
+                   case $start in
+                     cold-pristine) build=pristine prebuild=0 ;;
+                     cold-no-prebuild) build=patched prebuild=0 ;;
+                     cold|warm) build=patched prebuild=1 ;;
+                     *) echo "check: unknown coldstart start $start" >&2; exit 2 ;;
+                   esac
                    [ $start = warm ] || rm -rf "$caches"
-                   SGLANG_GEMMA4_PREBUILD=$([ $start = cold-no-prebuild ] && echo 0 || echo 1) \
+                   SGLANG_GEMMA4_PREBUILD=$prebuild \
                      TRITON_CACHE_DIR=$caches/triton TVM_FFI_CACHE_DIR=$caches/tvm-ffi \
                      FLASHINFER_WORKSPACE_BASE=$caches/flashinfer TORCHINDUCTOR_CACHE_DIR=$caches/inductor \
                      python3 -m sglang_gemma4.harness.smoke --out "$OUT/coldstart-$start" \
-                     --build patched --variants "$v" -- ${COLDSTART_FLAGS:-} || status=1
+                     --build $build --variants "$v" -- ${COLDSTART_FLAGS:-} || status=1
                  done
                  python3 -m sglang_gemma4.harness.compile_caches "$caches" --markdown | tee "$OUT/compiles-$v.md"
-                 python3 -m sglang_gemma4.harness.start_times "$OUT"/coldstart-*/"$v"-patched.log --markdown |
+                 python3 -m sglang_gemma4.harness.start_times "$OUT"/coldstart-*/"$v"-*.log --markdown |
                    tee "$OUT/start-times-$v.md"
-                 rm -rf "$caches"  # compiled kernels: too large to bring back
                done ;;
     tiles) ( . "$PREFIX/env-pristine.sh"
              python3 scripts/bench_extend_attention_tiles.py --out "$OUT/tiles" ${TILE_CASES:+--cases $TILE_CASES} ) ||
