@@ -18,7 +18,7 @@ A run that built everything leaves a stamp in sglang's JIT cache (TVM_FFI_CACHE_
 ~/.cache/tvm-ffi) named after the builds and the installed sglang; while it is there a later run
 returns at once instead of starting workers only to load cached modules (~19 s of Python imports on
 an H100 host, 2026-11-22-h100-26b-a4b-g61d2ad1a64-dual-stream-coldstart). Emptying that cache
-removes it; --force ignores it.
+removes it; --force ignores it. (FlashInfer's cache emptied alone: the server rebuilds its norm.)
 
 The module arguments follow from the checkpoint's config as sglang derives them at run time (checked
 against the builds of a 26B-A4B cold start): the rotary width of each attention kind (its head dim),
