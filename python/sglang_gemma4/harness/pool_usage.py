@@ -60,9 +60,7 @@ def summary(samples: list[dict]) -> dict:
     # the decode rate the scheduler logs at its largest decode batch: a client that receives its stream
     # in bursts can misreport inter-token latency, this cannot. The largest decode batch, not the peak
     # of running requests: that peak can fall on prefill lines only (a pool that fills and retracts)
-    decodes = [s for s in samples if s["kind"] == "decode" and "gen_throughput" in s]
-    largest = max((s.get("running_req", 0) for s in decodes), default=0)
-    full = [s["gen_throughput"] for s in decodes if s.get("running_req", 0) == largest]
+    rates = decode_rates(samples, min_lines=1)
     return {
         "peak_running_req": peak("running_req"), "peak_queue_req": peak("queue_req"),
         "peak_full_token_usage": peak("full_token_usage"), "peak_swa_token_usage": peak("swa_token_usage"),
@@ -71,7 +69,7 @@ def summary(samples: list[dict]) -> dict:
         "prefill_cached_tokens": sum(s.get("cached_token", 0) for s in prefills),
         # decode ran out of KV pool: these requests went back to the queue and are prefilled again
         "retracted_reqs": sum(s.get("retracted_reqs", 0) for s in samples if s["kind"] == "retract"),
-        "median_decode_tok_s_at_peak": statistics.median(full) if full else 0.0,
+        "median_decode_tok_s_at_peak": rates[max(rates)]["median_tok_s"] if rates else 0.0,
     }
 
 
