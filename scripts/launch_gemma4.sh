@@ -78,6 +78,10 @@ args+=(
   --mem-fraction-static "$mem" --context-length "$ctx"
   --cuda-graph-max-bs 64
 )
+# sglang's own option: the experts' down GEMM adds each token's top-k outputs into the layer output
+# (bf16 atomics) instead of a separate sum kernel. One H100, same call: decode at 32 running x1.19,
+# batch 1 unchanged; parity vs transformers kept (benchmark_results/2026-11-23-h100-*).
+[ "$variant" = 26b-a4b ] && args+=(--enable-fused-moe-sum-all-reduce)
 case "$variant:${SGLANG_GEMMA4_BUILD:-}" in
   # Pristine 0.5.12 dies capturing piecewise CUDA graphs for KV-shared layers (key=value=None);
   # patch 0001 fixes it, so only the pristine build needs upstream's workaround.

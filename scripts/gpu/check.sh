@@ -57,10 +57,10 @@
 #                (scripts/bench_extend_attention_tiles.py; $TILE_CASES picks cases)
 #   decode-tiles the Triton decode attention (stage 1's tile, the KV-split cap) on Gemma-4 shapes at batch
 #                1-64 and contexts 256-8000 vs the shipped launch (scripts/bench_decode_attention_tiles.py)
-#   opt-in-ab    the opt-in patches off, then each switch of $OPT_IN alone (default
-#                SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=1: patch 0130; a --server-flag is a switch too, e.g.
-#                sglang's --enable-fused-moe-sum-all-reduce), patched build, same call: batch-1
-#                decode and chat, or $OPT_IN_WORKLOADS (default variant 26b-a4b)
+#   opt-in-ab    the patched build as it is (setup "off"), then with each switch of $OPT_IN alone
+#                (KEY=VALUE, e.g. a kill switch SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0, or a --server-flag,
+#                e.g. sglang's --enable-fused-moe-sum-all-reduce), same call: batch-1 decode and
+#                chat, or $OPT_IN_WORKLOADS (default variant 26b-a4b)
 #   tiles-ab     patch 0100 (Hopper extend-attention tiles) off vs on, patched build, same call, on the full
 #                26B-A4B shape: MTP off (tiles-ab:off) and/or on (tiles-ab:on), default both;
 #                $TILES_AB_WORKLOADS (default summarization)
@@ -235,7 +235,7 @@ for arg in "$@"; do
     decode-tiles) ( . "$PREFIX/env-pristine.sh"; python3 scripts/bench_decode_attention_tiles.py --out "$OUT/decode-tiles" ) ||
                   status=1 ;;
     opt-in-ab) setups=(--config "off=patched")  # then each switch alone, named after it
-               for switch in ${OPT_IN:-SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=1}; do  # KEY=VALUE or --server-flag
+               for switch in ${OPT_IN:?opt-in-ab needs OPT_IN: KEY=VALUE or --server-flag ...}; do
                  name=${switch%%=*}
                  setups+=(--config "${name#--}=patched $switch")
                done

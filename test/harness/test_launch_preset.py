@@ -1,6 +1,7 @@
-"""scripts/launch_gemma4.sh's prebuild step, with a stand-in `python3` on PATH that records each
-call: the prebuild runs before the server, for the served checkpoint and TP size; --no-prebuild and
-SGLANG_GEMMA4_PREBUILD=0 skip it; a failed prebuild still starts the server."""
+"""scripts/launch_gemma4.sh, with a stand-in `python3` on PATH that records each call: the prebuild
+runs before the server, for the served checkpoint and TP size; --no-prebuild and
+SGLANG_GEMMA4_PREBUILD=0 skip it; a failed prebuild still starts the server; the MoE variant gets
+sglang's fused MoE sum."""
 
 import os
 import subprocess
@@ -9,7 +10,7 @@ from pathlib import Path
 LAUNCH = Path(__file__).resolve().parents[2] / "scripts" / "launch_gemma4.sh"
 
 
-def launch(tmp_path: Path, *args: str, prebuild_fails: bool = False, **env: str) -> list[str]:
+def launch(tmp_path: Path, *args: str, variant: str = "31b", prebuild_fails: bool = False, **env: str) -> list[str]:
     """The python3 command lines the preset ran, in order."""
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
     bin_dir.mkdir(exist_ok=True)
@@ -18,7 +19,7 @@ def launch(tmp_path: Path, *args: str, prebuild_fails: bool = False, **env: str)
     fake.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n'
                     + ('case "$*" in *sglang_gemma4.prebuild*) exit 1 ;; esac\n' if prebuild_fails else ""))
     fake.chmod(0o755)
-    result = subprocess.run(["bash", str(LAUNCH), "31b", "--model", str(tmp_path / "ckpt"), *args],
+    result = subprocess.run(["bash", str(LAUNCH), variant, "--model", str(tmp_path / "ckpt"), *args],
                             env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", **env},
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
@@ -39,3 +40,9 @@ def test_no_prebuild_by_flag_or_environment(tmp_path):
 def test_a_failed_prebuild_still_starts_the_server(tmp_path):
     calls = launch(tmp_path, prebuild_fails=True)
     assert [c.split()[1] for c in calls] == ["sglang_gemma4.prebuild", "sglang.launch_server"]
+
+
+def test_fused_moe_sum_for_the_moe_variant_only(tmp_path):
+    servers = {v: launch(tmp_path, "--no-prebuild", variant=v)[0].split() for v in ("26b-a4b", "31b", "e4b")}
+    assert "--enable-fused-moe-sum-all-reduce" in servers["26b-a4b"]
+    assert "--enable-fused-moe-sum-all-reduce" not in servers["31b"] + servers["e4b"]

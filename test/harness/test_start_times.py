@@ -1,6 +1,6 @@
 """Start-time breakdown read from a server log."""
 
-from sglang_gemma4.harness.start_times import start_times
+from sglang_gemma4.harness.start_times import main, start_times
 
 LOG = """launch_gemma4: patched sglang, 26b-a4b, tp 1, 127.0.0.1:30000
 prebuild: rope(True, 256, bfloat16): 9.1 s
@@ -27,3 +27,14 @@ def test_a_start_that_never_got_ready():
 
 def test_a_start_without_the_prebuild():
     assert start_times(LOG.split("\n", 3)[3])["prebuild_s"] is None
+
+
+def test_table_shows_a_prebuild_that_found_everything_built(tmp_path, capsys, monkeypatch):
+    warm = tmp_path / "warm.log"
+    warm.write_text(LOG.replace("prebuild: 8 of 8 modules ready in 37.4 s", "prebuild: 8 of 8 modules ready in 0.0 s (built before: x)"))
+    cold = tmp_path / "no-prebuild.log"
+    cold.write_text(LOG.split("\n", 3)[3])
+    monkeypatch.setattr("sys.argv", ["start_times", str(warm), str(cold), "--markdown"])
+    main()
+    warm_row, cold_row = capsys.readouterr().out.splitlines()[2:]
+    assert warm_row.split(" | ")[3] == "0.0" and cold_row.split(" | ")[3] == "-"

@@ -1,4 +1,4 @@
-"""0130: with SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=1, a Gemma-4 MoE layer captured in a CUDA graph runs
+"""0130: unless SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0, a Gemma-4 MoE layer captured in a CUDA graph runs
 its dense MLP on a side stream beside the experts. On CPU: when the model makes the side stream. On a
 GPU: the two branches captured in a graph and replayed give what running them one after the other
 gives, with the side branch much slower than the other and fresh inputs before the replay."""
@@ -35,9 +35,9 @@ def test_side_stream_only_for_moe_models_on_one_gpu_when_switched_on(cuda_stream
     assert moe_side_stream(MOE) is None
 
 
-def test_off_by_default(cuda_streams, monkeypatch):
+def test_on_by_default(cuda_streams, monkeypatch):
     monkeypatch.delenv("SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM")
-    assert moe_side_stream(MOE) is None
+    assert moe_side_stream(MOE) == "side stream"
 
 
 class SlowMLP(nn.Module):

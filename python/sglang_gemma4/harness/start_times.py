@@ -51,6 +51,11 @@ def start_times(text: str) -> dict:
     }
 
 
+def _cell(seconds: float | None) -> str:
+    """A table cell: '-' where the log has no such step (a 0.0 s prebuild is a step)."""
+    return "-" if seconds is None else str(seconds)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("logs", nargs="+")
@@ -64,8 +69,8 @@ def main() -> int:
           "piecewise capture (s) | ready (s) |\n|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| `{r['log']}` | {r['decode_graph_sizes']} | {'on' if r['piecewise'] else 'off'} | "
-              f"{r['prebuild_s'] or '-'} | {r['weights_loaded_s']} | {r['decode_capture_s']} | "
-              f"{r['piecewise_capture_s'] or '-'} | {r['ready_s']} |")
+              f"{_cell(r['prebuild_s'])} | {r['weights_loaded_s']} | {r['decode_capture_s']} | "
+              f"{_cell(r['piecewise_capture_s'])} | {r['ready_s']} |")
     return 0
 
 
