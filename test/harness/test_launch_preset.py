@@ -7,6 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from sglang_gemma4.harness.profile import PRESET_FLAGS
+
 LAUNCH = Path(__file__).resolve().parents[2] / "scripts" / "launch_gemma4.sh"
 
 
@@ -42,7 +44,17 @@ def test_a_failed_prebuild_still_starts_the_server(tmp_path):
     assert [c.split()[1] for c in calls] == ["sglang_gemma4.prebuild", "sglang.launch_server"]
 
 
+VARIANTS = ("e2b", "e4b", "26b-a4b", "31b")
+
+
 def test_fused_moe_sum_for_the_moe_variant_only(tmp_path):
-    servers = {v: launch(tmp_path, "--no-prebuild", variant=v)[0].split() for v in ("26b-a4b", "31b", "e4b")}
+    servers = {v: launch(tmp_path, "--no-prebuild", variant=v)[0].split() for v in VARIANTS}
     assert "--enable-fused-moe-sum-all-reduce" in servers["26b-a4b"]
-    assert "--enable-fused-moe-sum-all-reduce" not in servers["31b"] + servers["e4b"]
+    assert not any("--enable-fused-moe-sum-all-reduce" in servers[v] for v in ("e2b", "e4b", "31b"))
+
+
+def test_profiled_steps_use_the_preset_options(tmp_path):
+    for variant in VARIANTS:
+        server = launch(tmp_path, "--no-prebuild", variant=variant)[0].split()
+        enabled = [a for a in server if a.startswith("--enable-")]
+        assert enabled == PRESET_FLAGS.get(variant, []), variant

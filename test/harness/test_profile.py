@@ -1,12 +1,13 @@
 """The decode profiler's arithmetic: kernel times per step from a torch profiler trace, kernel
 groups, the bytes a step must read (checked against sums made here from the published shapes), and
-the markdown it writes."""
+the markdown it writes; the bench_one_batch command it runs."""
 
 import gzip
 import json
 
 import pytest
 
+from sglang_gemma4.harness import profile
 from sglang_gemma4.harness.profile import active_bytes, kernel_group, kernel_times, summarize, weight_bytes
 from sglang_gemma4.variants import text_config
 
@@ -67,3 +68,13 @@ def test_summary_reports_shares_and_the_hbm_floor():
     assert "upper bound" not in text  # batch 1: top_k of E experts is exact
     text = "\n".join(summarize({**record, "batch": 4}, bandwidth=3.0e12))
     assert "upper bound" in text
+
+
+@pytest.mark.parametrize("variant, fused_sum", [("26b-a4b", True), ("31b", False)])
+def test_bench_one_batch_runs_the_preset_options(tmp_path, monkeypatch, variant, fused_sum):
+    commands = []
+    monkeypatch.setattr(profile.subprocess, "run", lambda argv, **kw: commands.append(argv[-1]))
+    profile.bench_one_batch("patched", variant, tmp_path / "ckpt", tmp_path, [1, 4], {}, False, "run")
+    (command,) = commands
+    assert "sglang.bench_one_batch" in command and "--batch-size 1 4" in command
+    assert ("--enable-fused-moe-sum-all-reduce" in command) is fused_sum

@@ -29,6 +29,9 @@ from sglang_gemma4.harness.server import REPO, build_env_script, patched_env
 PROMPT_LEN, DECODE_STEPS, PROFILED_STEPS = 256, 32, 3
 # Nominal HBM bandwidth (bytes/s) by device name; the floor is the active weights read once per step.
 HBM_BYTES_PER_S = {"H100": 3.35e12, "H200": 4.8e12}
+# The launch preset's per-variant sglang options (scripts/launch_gemma4.sh), so that a profiled
+# step is the served one; test_launch_preset checks the two agree.
+PRESET_FLAGS = {"26b-a4b": ["--enable-fused-moe-sum-all-reduce"]}
 # Kernel name -> group, first match wins (Triton kernels keep their Python names).
 GROUPS = [
     ("moe experts", r"fused_moe|moe_align|moe_sum|count_and_sort_expert"),
@@ -116,14 +119,16 @@ def summarize(record: dict, bandwidth: float | None) -> list[str]:
     return lines + [""]
 
 
-def bench_one_batch(build: str, model: Path, out: Path, batches: list[int], env: dict, eager: bool, run: str) -> Path:
+def bench_one_batch(build: str, variant: str, model: Path, out: Path, batches: list[int], env: dict, eager: bool,
+                    run: str) -> Path:
     """One bench_one_batch run; eager ones leave a decode trace per batch size in `out`."""
     result = out / f"{run}.jsonl"
     result.unlink(missing_ok=True)  # bench_one_batch appends
     args = [f"--model-path {model} --load-format dummy --attention-backend triton --sampling-backend pytorch",
             "--grammar-backend none --mem-fraction-static 0.85 --disable-piecewise-cuda-graph",
             f"--batch-size {' '.join(map(str, batches))} --input-len {PROMPT_LEN} --output-len {DECODE_STEPS}",
-            f"--run-name {run} --result-filename {result} --cuda-graph-max-bs {max(batches)}"]
+            f"--run-name {run} --result-filename {result} --cuda-graph-max-bs {max(batches)}",
+            *PRESET_FLAGS.get(variant, [])]
     if eager:
         args.append(f"--disable-cuda-graph --profile --profile-stage decode --profile-start-step {DECODE_STEPS // 2} "
                     f"--profile-steps {PROFILED_STEPS} --profile-filename-prefix {run}")
@@ -149,8 +154,8 @@ def main() -> int:
     if not (model / "config.json").is_file():  # the launch preset's config-only checkpoint
         write_checkpoint(args.variant, model, repo_root=REPO)
     env = patched_env(args.env)
-    graphs = bench_one_batch(args.build, model, out, args.batch_sizes, env, False, f"{args.variant}-{label}-graphs")
-    bench_one_batch(args.build, model, out, args.batch_sizes, env, True, f"{args.variant}-{label}-eager")
+    graphs = bench_one_batch(args.build, args.variant, model, out, args.batch_sizes, env, False, f"{args.variant}-{label}-graphs")
+    bench_one_batch(args.build, args.variant, model, out, args.batch_sizes, env, True, f"{args.variant}-{label}-eager")
     step_ms = {r["batch_size"]: r["median_decode_latency"] * 1000
                for r in map(json.loads, graphs.read_text().splitlines())}
     sizes = weight_bytes(model)
