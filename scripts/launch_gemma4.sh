@@ -80,7 +80,8 @@ args+=(
 )
 # sglang's own option: the experts' down GEMM adds each token's top-k outputs into the layer output
 # (bf16 atomics) instead of a separate sum kernel. One H100, same call: decode at 32 running x1.19,
-# batch 1 unchanged; parity vs transformers kept (benchmark_results/2026-11-23-h100-*).
+# batch 1 unchanged (benchmark_results/2026-11-23-h100-26b-a4b-gdd00e9604a-coldstart-dual-stream-fused-sum);
+# parity vs transformers kept (2026-11-23-h100-all-gf4025de4e2-parity-ab-fused-rope).
 [ "$variant" = 26b-a4b ] && args+=(--enable-fused-moe-sum-all-reduce)
 case "$variant:${SGLANG_GEMMA4_BUILD:-}" in
   # Pristine 0.5.12 dies capturing piecewise CUDA graphs for KV-shared layers (key=value=None);
