@@ -1,7 +1,7 @@
 """Tune sglang's Triton fused-MoE kernel config for a Gemma-4 MoE shape on this GPU (issue #10 part 2).
 
     python scripts/tune_gemma4_moe.py --out DIR [--variant 26b-a4b] [--tp 1] [--batch-sizes 1 2 4 ...]
-        [--grid quick|full] [--repeats 20] [--share-within 0.02] [--jobs 8]
+        [--grid quick|full|decode] [--repeats 20] [--share-within 0.02 | --per-gemm] [--jobs 8]
 
 For each batch size, sglang's own `fused_experts` (both expert GEMMs and the activation, bf16, top-k
 routing drawn uniformly at random) runs under each candidate kernel config, replayed from a CUDA
@@ -13,6 +13,13 @@ falls back to the 3.5.1 file, with a warning). Writes
   them, so `SGLANG_MOE_CONFIG_DIR=DIR` serves with them without a rebuild (A/B), and a patch can ship
   the file under python/sglang/srt/layers/moe/moe_runner/triton_utils/configs/;
 - DIR/tune.jsonl (every timing) and DIR/tune.md (per batch size: shipped vs tuned time).
+
+With --per-gemm the two expert GEMMs are timed apart (gate_up, and down as the 26B-A4B launch preset
+runs it: adding each token's top-k outputs into the layer output), each with its own winner among
+the configs as tall as sglang's current choice at that batch size (sglang asserts the two GEMMs
+share BLOCK_SIZE_M); sglang reads the down winners from a second file, named with `_down`. Both
+files cover every batch size of the default list, sglang's current choice where not tuned, so
+that prefill keeps its tiles.
 """
 
 import argparse
@@ -34,7 +41,11 @@ GRIDS = {
               "GROUP_SIZE_M": [1, 16], "num_warps": [4], "num_stages": [3, 4]},
     "full": {"BLOCK_SIZE_M": [16, 32, 64, 128], "BLOCK_SIZE_N": [32, 64, 128, 256], "BLOCK_SIZE_K": [64, 128, 256],
              "GROUP_SIZE_M": [1, 16, 32], "num_warps": [4, 8], "num_stages": [2, 3, 4, 5]},
+    # decode sizes (one expert tile row): narrower tiles and fewer warps than the others reach
+    "decode": {"BLOCK_SIZE_M": [16], "BLOCK_SIZE_N": [16, 32, 64, 128], "BLOCK_SIZE_K": [64, 128, 256],
+               "GROUP_SIZE_M": [1], "num_warps": [2, 4, 8], "num_stages": [2, 3, 4, 5]},
 }
+GEMMS = ("gate_up", "down")
 
 
 def candidates(grid: str) -> list[dict]:
@@ -68,6 +79,16 @@ def pick_shared(timings: dict[int, dict[str, float]], configs: dict[str, dict], 
             for batch, by_config in timings.items()}
 
 
+def per_gemm_files(current: dict[int, dict[str, dict]], tuned: dict[int, dict[str, dict]]) -> dict[str, dict]:
+    """{gemm: {batch: config}} for the two files sglang reads: every batch size sglang's current
+    choice (`current`, {batch: {gemm: config}}) covers, the tuned winner where there is one."""
+    files = {}
+    for gemm in GEMMS:
+        files[gemm] = {batch: (tuned.get(batch) or by_gemm)[gemm] for batch, by_gemm in sorted(current.items())}
+        assert all(files[gemm][b]["BLOCK_SIZE_M"] == current[b][gemm]["BLOCK_SIZE_M"] for b in current)
+    return files
+
+
 def config_key(config: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in config.items())
 
@@ -97,18 +118,53 @@ class MoeProblem:
                                       hidden_size=self.hidden, intermediate_size_per_partition=self.n,
                                       top_k=self.top_k, activation="gelu", inplace=False)
 
-    def call(self, batch: int):
-        """fused_experts on `batch` random tokens with top-k routing drawn uniformly at random."""
+    def tokens(self, batch: int):
+        """`batch` random tokens and their top-k routing, drawn uniformly at random."""
         import torch
 
-        from sglang.srt.layers.moe.moe_runner.triton_utils import fused_experts
         from sglang.srt.layers.moe.topk import StandardTopKOutput
 
         x = torch.randn(batch, self.hidden, device="cuda", dtype=torch.bfloat16, generator=self.g)
         scores = torch.rand(batch, self.experts, device="cuda", generator=self.g)
         weights, ids = torch.topk(torch.softmax(scores, -1), self.top_k, dim=-1)
-        routing = StandardTopKOutput(weights / weights.sum(-1, keepdim=True), ids.to(torch.int32), scores)
+        return x, StandardTopKOutput(weights / weights.sum(-1, keepdim=True), ids.to(torch.int32), scores)
+
+    def call(self, batch: int):
+        """fused_experts on `batch` tokens."""
+        from sglang.srt.layers.moe.moe_runner.triton_utils import fused_experts
+
+        x, routing = self.tokens(batch)
         return lambda: fused_experts(x, self.w1, self.w2, routing, self.runner)
+
+    def current(self, batch: int) -> dict[str, dict]:
+        """sglang's own choice at `batch` tokens: {gemm: config} (down falls back to gate_up's)."""
+        from sglang.srt.layers.moe.moe_runner.triton_utils import try_get_optimal_moe_config
+
+        up, (down, _) = try_get_optimal_moe_config(self.w1.shape, self.w2.shape, self.top_k, None, batch,
+                                                   return_down_config=True)
+        return {"gate_up": dict(up), "down": dict(down or up)}
+
+    def gemm_call(self, batch: int, gemm: str, config: dict):
+        """One expert GEMM alone, launched as fused_experts launches it under `config`."""
+        import torch
+        import triton.language as tl
+
+        from sglang.srt.layers.moe.moe_runner.triton_utils import moe_align_block_size
+        from sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_kernels import invoke_fused_moe_kernel
+
+        x, (weights, ids, _) = self.tokens(batch)
+        sorted_ids, expert_ids, padded = moe_align_block_size(ids, config["BLOCK_SIZE_M"], self.experts)
+        plain = dict(compute_type=tl.bfloat16, use_fp8_w8a8=False, use_int8_w8a8=False, use_int8_w8a16=False,
+                     use_int4_w4a16=False, per_channel_quant=False, filter_expert=False)
+        routed = (weights, ids, sorted_ids, expert_ids, padded)
+        if gemm == "gate_up":
+            out = torch.empty(batch * self.top_k, 2 * self.n, device="cuda", dtype=torch.bfloat16)
+            return lambda: invoke_fused_moe_kernel(x, self.w1, None, out, None, None, None, *routed, False,
+                                                   self.top_k, config, **plain)
+        act = torch.randn(batch * self.top_k, self.n, device="cuda", dtype=torch.bfloat16, generator=self.g)
+        out = torch.zeros(batch, self.hidden, device="cuda", dtype=torch.bfloat16)
+        return lambda: invoke_fused_moe_kernel(act, self.w2, None, out, None, None, None, *routed, True, 1, config,
+                                               fuse_sum_all_reduce=True, router_topk=self.top_k, **plain)
 
 
 @functools.lru_cache(maxsize=None)
@@ -117,15 +173,67 @@ def moe_problem(variant: str, tp: int) -> MoeProblem:
     return MoeProblem(variant, tp)
 
 
-def launch_config(variant: str, tp: int, item: tuple) -> None:
+def launch_config(variant: str, tp: int, per_gemm: bool, item: tuple) -> None:
     """Run a config at each batch size it serves, so that its kernels land in Triton's cache (a
     config the GPU cannot run stops at its first batch size)."""
     from sglang.srt.layers.moe.moe_runner.triton_utils import override_config
 
     config, batches = item
     for batch in batches:
-        with override_config(config):
-            moe_problem(variant, tp).call(batch)()
+        if per_gemm:
+            for gemm in GEMMS:
+                moe_problem(variant, tp).gemm_call(batch, gemm, config)()
+        else:
+            with override_config(config):
+                moe_problem(variant, tp).call(batch)()
+
+
+def tune_per_gemm(problem: MoeProblem, configs: dict[str, dict], args, out: Path) -> None:
+    """--per-gemm: each GEMM's own winner per batch size, written as sglang's two files."""
+    import torch
+    import triton
+    from triton.runtime.errors import OutOfResources
+
+    from sglang.srt.layers.moe.moe_runner.triton_utils import get_config_file_name
+
+    current = {batch: problem.current(batch) for batch in sorted(set(BATCH_SIZES) | set(args.batch_sizes))}
+    tuned, lines = {}, []
+    for batch in args.batch_sizes:
+        tuned[batch] = {}
+        for gemm in GEMMS:
+            shipped = graph_replay_us(problem.gemm_call(batch, gemm, current[batch][gemm]), args.repeats)
+            timings = {}
+            for key, config in configs.items():
+                if config["BLOCK_SIZE_M"] != current[batch][gemm]["BLOCK_SIZE_M"]:
+                    continue
+                try:
+                    timings[key] = graph_replay_us(problem.gemm_call(batch, gemm, config), args.repeats)
+                except (OutOfResources, RuntimeError) as e:  # a tile too big for the SM's shared memory
+                    print(f"tune: batch {batch} {gemm} {key}: {type(e).__name__}", file=sys.stderr)
+            best = min(timings, key=timings.get)
+            tuned[batch][gemm] = configs[best]
+            with open(out / "tune.jsonl", "a") as f:
+                f.write(json.dumps({"variant": args.variant, "tp": args.tp, "batch": batch, "gemm": gemm,
+                                    "shipped_config": current[batch][gemm], "shipped_us": shipped,
+                                    "timings_us": timings}) + "\n")
+            lines.append(f"| {batch} | {gemm} | {shipped:.1f} | {timings[best]:.1f} | {timings[best] / shipped:.3f} | "
+                         f"`{config_key(current[batch][gemm])}` | `{best}` |")
+            print(f"tune: batch {batch} {gemm}: shipped {shipped:.1f} us, best {timings[best]:.1f} us ({best})",
+                  flush=True)
+    version_dir = out / "configs" / f"triton_{triton.__version__.replace('.', '_')}"
+    version_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for gemm, table in per_gemm_files(current, tuned).items():
+        path = version_dir / get_config_file_name(problem.experts, problem.n, None, down_moe=gemm == "down")
+        path.write_text(json.dumps({str(b): c for b, c in table.items()}, indent=4) + "\n")
+        written.append(str(path.relative_to(out)))
+    head = [f"# Fused-MoE configs per GEMM for {args.variant} (E={problem.experts}, N={problem.n}, "
+            f"top_k={problem.top_k}, tp={args.tp}), {torch.cuda.get_device_name()}, triton {triton.__version__}", "",
+            "| batch | gemm | shipped (us) | tuned (us) | tuned / shipped | shipped config | tuned config |",
+            "|---|---|---|---|---|---|---|"]
+    (out / "tune.md").write_text("\n".join(head + lines) + "\n\nWritten (other batch sizes: sglang's current "
+                                 "choice): " + ", ".join(written) + "\n")
+    print("\n".join(head + lines))
 
 
 def main() -> int:
@@ -136,8 +244,11 @@ def main() -> int:
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=BATCH_SIZES)
     parser.add_argument("--grid", choices=sorted(GRIDS), default="quick")
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--share-within", type=float, metavar="F",
+    choice = parser.add_mutually_exclusive_group()
+    choice.add_argument("--share-within", type=float, metavar="F",
                         help="fewest configs keeping each batch size within F (e.g. 0.02) of its fastest")
+    choice.add_argument("--per-gemm", action="store_true",
+                        help="time gate_up and down apart and write each its own winners (two files)")
     add_jobs_argument(parser)
     args = parser.parse_args()
 
@@ -151,11 +262,14 @@ def main() -> int:
     # one worker per config: its launches at the batch sizes it serves share that worker's compiles
     work = [(config, [b for b in args.batch_sizes if fits(config, b)]) for config in configs.values()]
     print(f"tune: compiling {len(work)} configs in {args.jobs} processes", flush=True)
-    compile_ahead(functools.partial(launch_config, args.variant, args.tp), work, args.jobs)
+    compile_ahead(functools.partial(launch_config, args.variant, args.tp, args.per_gemm), work, args.jobs)
     problem = MoeProblem(args.variant, args.tp)
     experts, top_k, n = problem.experts, problem.top_k, problem.n
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.per_gemm:
+        tune_per_gemm(problem, configs, args, out)
+        return 0
     timings, shipped = {}, {}
     for batch in args.batch_sizes:
         run = problem.call(batch)

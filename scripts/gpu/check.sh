@@ -16,7 +16,8 @@
 #   parity       reduced-layer random-weight checkpoints: pristine and patched vs transformers
 #                (default all four variants; e.g. parity:e2b,e4b); E2B/E4B also with CUDA graphs off
 #   repro        each crash_repro case (or repro:NAME) against the pristine and the patched build
-#   ab           pristine vs patched, same call: chat 1000/1000 and batch-1 decode (default 26b-a4b)
+#   ab           pristine vs patched, same call: chat 1000/1000 and batch-1 decode, or $AB_WORKLOADS
+#                (default 26b-a4b)
 #   kernels      the fused kernels (0020, 0030, 0040) off vs on, patched build, same call:
 #                batch-1 decode and chat 1000/1000, or $KERNEL_WORKLOADS (default 26b-a4b; graphs up
 #                to batch 64, as decode-burst runs 64 requests); $KERNELS_OFF replaces the kill
@@ -24,6 +25,11 @@
 #   profile      one decode step at batch 1, 4, 16, 64: graph step time and per-kernel attribution,
 #                pristine then patched or $PROFILE_BUILDS (default 26b-a4b; e.g. profile:26b-a4b,31b,e4b); $PROFILE_ENV
 #                (KEY=VALUE ...) adds a third, patched with that environment, e.g. a kill switch
+#   step-trace   one request decoding on the served build, torch profiler (GPU activity) over 60 scheduler
+#                steps: per step the period, the CUDA graph's span, kernels outside it and the GPU's idle
+#                time, i.e. whether a decode step waits on the GPU or on the scheduler (harness/step_trace.py);
+#                pristine then patched, or the setups in $TRACE_SETUPS ('NAME=BUILD [KEY=VALUE ...]', ';'
+#                between them; default variant 26b-a4b)
 #   memory       weight memory and KV pool per build, model runner only (harness/memory.py): the
 #                conditional class at --mem-fraction-static 0.85 (towers built or not, default 31b,e4b),
 #                then dense causal 31B with sglang's own memory settings (patch 0011's defaults)
@@ -135,9 +141,18 @@ for arg in "$@"; do
              done
            done ;;
     ab) for v in ${variants:-26b-a4b}; do
-          python3 -m sglang_gemma4.harness.bench --variant "$v" --builds pristine patched --workloads chat batch1 \
+          python3 -m sglang_gemma4.harness.bench --variant "$v" --builds pristine patched --workloads ${AB_WORKLOADS:-chat batch1} \
             --out "$OUT/ab-$v" --patched-env ${PATCHED_ENV:-} -- ${AB_FLAGS:---cuda-graph-max-bs 32} || status=1
         done ;;
+    step-trace) setups=(--builds pristine patched)
+                if [ -n "${TRACE_SETUPS:-}" ]; then
+                  setups=(--builds); IFS=';' read -ra specs <<< "$TRACE_SETUPS"
+                  for spec in "${specs[@]}"; do setups+=(--config "$spec"); done
+                fi
+                for v in ${variants:-26b-a4b}; do
+                  python3 -m sglang_gemma4.harness.step_trace --variant "$v" --out "$OUT/step-trace-$v" "${setups[@]}" \
+                    || status=1
+                done ;;
     kernels) unfused=${KERNELS_OFF:-SGLANG_OPT_USE_FUSED_GEMMA4_ROUTING=0 SGLANG_OPT_USE_FUSED_GEMMA4_PLE_TAIL=0
                SGLANG_OPT_USE_FUSED_GEMMA4_MOE_NORMS=0}
              for v in ${variants:-26b-a4b}; do

@@ -4,6 +4,8 @@ size can use, the winner per batch size, and the fewest configs within a toleran
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "tune_gemma4_moe.py"
 spec = importlib.util.spec_from_file_location("tune_gemma4_moe", SCRIPT)
 tune = importlib.util.module_from_spec(spec)
@@ -53,3 +55,24 @@ def test_pick_shared_uses_few_configs_within_the_tolerance():
     # no tolerance: each batch size gets its own fastest
     assert {b: c["name"] for b, c in tune.pick_shared(timings, configs, within=0.0).items()} == \
            {b: c["name"] for b, c in tune.pick(timings, configs).items()}
+
+
+def test_per_gemm_files_cover_every_current_batch_size_with_the_tuned_winners():
+    def cfg(m, n):
+        return {"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n}
+
+    current = {1: {"gate_up": cfg(16, 32), "down": cfg(16, 32)},
+               4: {"gate_up": cfg(16, 64), "down": cfg(16, 64)},
+               4096: {"gate_up": cfg(64, 128), "down": cfg(64, 128)}}
+    tuned = {1: {"gate_up": cfg(16, 16), "down": cfg(16, 128)}}
+    files = tune.per_gemm_files(current, tuned)
+    assert set(files) == {"gate_up", "down"}
+    assert files["gate_up"] == {1: cfg(16, 16), 4: cfg(16, 64), 4096: cfg(64, 128)}
+    assert files["down"] == {1: cfg(16, 128), 4: cfg(16, 64), 4096: cfg(64, 128)}
+
+
+def test_per_gemm_files_refuse_a_winner_of_another_tile_height():
+    # sglang asserts that gate_up and down share BLOCK_SIZE_M: a file that broke it must not be written
+    current = {1: {"gate_up": {"BLOCK_SIZE_M": 16}, "down": {"BLOCK_SIZE_M": 16}}}
+    with pytest.raises(AssertionError):
+        tune.per_gemm_files(current, {1: {"gate_up": {"BLOCK_SIZE_M": 32}, "down": {"BLOCK_SIZE_M": 16}}})

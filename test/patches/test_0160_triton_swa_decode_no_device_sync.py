@@ -1,0 +1,121 @@
+"""0160: the triton backend sizes a decode step's sliding-window KV indices from the host's sequence
+lengths, so preparing a step no longer waits for the GPU. On CPU (Triton's interpreter): the same
+indices and index pointer as before on random batches, against a Python reference too, and the
+decode replay hands the host's lengths down. On a GPU: with CUDA's sync debug mode set to error,
+the replay's window update runs without a device sync (and the old path does sync)."""
+
+import pytest
+import torch
+
+from kernel_inputs import DEVICE
+from sglang.srt.layers.attention import triton_backend
+from sglang.srt.layers.attention.triton_backend import (
+    update_sliding_window_buffer,
+    update_sliding_window_buffer_cuda_graph,
+)
+from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+WINDOW, POOL, REQS, MAX_LEN = 16, 512, 6, 40
+
+
+class SwaAllocator:
+    """The hybrid SWA allocator's full -> SWA slot translation, as a random table."""
+
+    def __init__(self, seed: int):
+        g = torch.Generator().manual_seed(seed)
+        self.full_to_swa = torch.randperm(POOL + 1, generator=g).to(DEVICE)
+
+    def translate_loc_from_full_to_swa(self, loc):
+        return self.full_to_swa[loc]
+
+
+def batch(bs: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    req_to_token = torch.randperm(REQS * MAX_LEN, generator=g).view(REQS, MAX_LEN).to(torch.int32).to(DEVICE)
+    seq_lens_cpu = torch.randint(1, MAX_LEN + 1, (bs,), generator=g)
+    req_pool_indices = torch.randperm(REQS, generator=g)[:bs].to(DEVICE)
+    return req_to_token, seq_lens_cpu, req_pool_indices
+
+
+def reference(req_to_token, seq_lens_cpu, req_pool_indices, allocator):
+    """Each request's last min(len, window) tokens, translated, requests one after another."""
+    rows = [req_to_token[r, max(0, n - WINDOW):n] for r, n in zip(req_pool_indices.tolist(), seq_lens_cpu.tolist())]
+    return allocator.translate_loc_from_full_to_swa(torch.cat(rows).long())
+
+
+@pytest.mark.parametrize("bs, seed", [(1, 0), (3, 1), (6, 2)])
+def test_eager_update_same_with_host_lengths(bs, seed):
+    req_to_token, seq_lens_cpu, req_pool_indices = batch(bs, seed)
+    allocator, seq_lens = SwaAllocator(seed), seq_lens_cpu.to(DEVICE)
+    results = [update_sliding_window_buffer(torch.zeros(REQS + 1, dtype=torch.int32, device=DEVICE), req_to_token,
+                                            WINDOW, seq_lens, req_pool_indices, bs, DEVICE, allocator, **kw)
+               for kw in ({}, {"seq_lens_cpu": seq_lens_cpu})]
+    (indptr, indices, lens, start), (indptr2, indices2, lens2, start2) = results
+    assert torch.equal(indptr, indptr2) and torch.equal(indices, indices2)
+    assert torch.equal(lens, lens2) and torch.equal(start, start2)
+    assert torch.equal(indices2, reference(req_to_token, seq_lens_cpu, req_pool_indices, allocator))
+
+
+@pytest.mark.parametrize("bs, seed", [(1, 3), (4, 4), (6, 5)])
+def test_graph_update_same_with_host_lengths(bs, seed):
+    req_to_token, seq_lens_cpu, req_pool_indices = batch(bs, seed)
+    allocator, seq_lens = SwaAllocator(seed), seq_lens_cpu.to(DEVICE)
+    buffers = []
+    for kw in ({}, {"seq_lens_cpu": seq_lens_cpu}):
+        indices = torch.full((REQS * WINDOW,), -7, dtype=torch.int64, device=DEVICE)  # stale rows stay as they are
+        update_sliding_window_buffer_cuda_graph(torch.zeros(REQS + 1, dtype=torch.int32, device=DEVICE), indices,
+                                                req_to_token, WINDOW, seq_lens, req_pool_indices, bs, allocator, **kw)
+        buffers.append(indices)
+    assert torch.equal(buffers[0], buffers[1])
+    expected = reference(req_to_token, seq_lens_cpu, req_pool_indices, allocator)
+    assert torch.equal(buffers[1][:len(expected)], expected)
+    assert (buffers[1][len(expected):] == -7).all()
+
+
+def test_decode_replay_hands_the_host_lengths_to_the_window_update(monkeypatch):
+    seen = {}
+
+    def window_update(*args, **kwargs):
+        seen.update(kwargs)
+        return None, None, args[4], None
+
+    monkeypatch.setattr(triton_backend, "update_sliding_window_buffer_cuda_graph", window_update)
+    monkeypatch.setattr(triton_backend, "create_flashinfer_kv_indices_triton", {(2,): lambda *a: None})
+    backend = object.__new__(triton_backend.TritonAttnBackend)
+    backend.__dict__.update(
+        kv_indptr=torch.zeros(5, dtype=torch.int32), cuda_graph_kv_indices=torch.zeros(64, dtype=torch.int64),
+        cuda_graph_num_kv_splits=torch.zeros(4, dtype=torch.int32), sliding_window_size=WINDOW,
+        cuda_graph_window_num_kv_splits=torch.zeros(4, dtype=torch.int32),
+        cuda_graph_window_kv_indices=torch.zeros(64, dtype=torch.int64), window_kv_indptr=torch.zeros(5, dtype=torch.int32),
+        req_to_token=torch.zeros(4, 8, dtype=torch.int32), token_to_kv_pool_allocator=SwaAllocator(0),
+        get_num_kv_splits=lambda *a: None)
+    seq_lens_cpu = torch.tensor([5, 9])
+    backend.init_forward_metadata_replay_cuda_graph(2, torch.arange(2), seq_lens_cpu.clone(), 14, None,
+                                                    ForwardMode.DECODE, None, seq_lens_cpu=seq_lens_cpu)
+    assert seen["seq_lens_cpu"] is seq_lens_cpu
+
+
+@pytest.mark.gpu
+def test_graph_update_does_not_wait_for_the_gpu():
+    req_to_token, seq_lens_cpu, req_pool_indices = batch(4, 9)
+    allocator, seq_lens = SwaAllocator(9), seq_lens_cpu.to(DEVICE)
+
+    def update(**kw):
+        indptr = torch.zeros(REQS + 1, dtype=torch.int32, device=DEVICE)
+        indices = torch.zeros(REQS * WINDOW, dtype=torch.int64, device=DEVICE)
+        update_sliding_window_buffer_cuda_graph(indptr, indices, req_to_token, WINDOW, seq_lens, req_pool_indices, 4,
+                                                allocator, **kw)
+        return indices
+
+    update(seq_lens_cpu=seq_lens_cpu)  # compile outside the check
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        indices = update(seq_lens_cpu=seq_lens_cpu)
+        with pytest.raises(RuntimeError, match="synchroniz"):
+            update()  # the device's total: a sync
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+    assert torch.equal(indices[:int(torch.clamp(seq_lens_cpu, max=WINDOW).sum())],
+                       reference(req_to_token, seq_lens_cpu, req_pool_indices, allocator))
