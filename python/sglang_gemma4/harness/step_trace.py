@@ -6,11 +6,13 @@
 For each setup (a plain build, or a named variation of one as in harness.bench): start the server
 (launch preset, dummy weights), stream one greedy request (128 prompt tokens, 2000 output tokens)
 and, once it has decoded 256 tokens (the same context length for every setup: decode attention's
-cost moves with it), record `--steps` scheduler steps with the torch profiler through the server's /start_profile (GPU activity only: kernels and CUDA API calls,
-so that the profiler adds little to the scheduler's own CPU time). From the trace, per decode step
-(one CUDA-graph launch to the next on the GPU): the period (batch 1: the TPOT), the graph's span
-on the GPU, the kernel time outside the graph (sampling, metadata) and the GPU's idle time. Idle
-time well above zero means the step waits on the CPU, not on the GPU: kernels cannot shorten it.
+cost moves with it), record `--steps` scheduler steps with the torch profiler through the server's
+/start_profile (GPU activity only: kernels and CUDA API calls, so that the profiler adds little to
+the scheduler's own CPU time; it still slows CUDA calls, so periods read longer than the TPOT).
+From the trace, per decode step (one CUDA-graph replay to the next on the GPU): the period, the
+graph's span on the GPU, the kernel time outside the graph (sampling, metadata) and the GPU's idle
+time. Idle time well above zero means the step waits on the CPU, not on the GPU: kernels cannot
+shorten it.
 Writes DIR/<variant>-<setup>-steps.jsonl (a row per step) and DIR/step-trace.md (medians per setup).
 """
 
@@ -138,7 +140,7 @@ def main() -> int:
                         help="plain builds (default pristine patched when no --config is given)")
     parser.add_argument("--config", action="append", default=[], type=parse_setup, dest="setups",
                         metavar="'NAME=BUILD [KEY=VALUE ...] [flags]'", help="a named setup; repeat for more")
-    parser.add_argument("--steps", type=int, default=60, help="scheduler steps recorded per build")
+    parser.add_argument("--steps", type=int, default=60, help="scheduler steps recorded per setup")
     parser.add_argument("flags", nargs="*", help="launch_server flags for every setup, after --")
     args = parser.parse_args()
     out = Path(args.out)
