@@ -144,8 +144,10 @@ class MoeProblem:
                                                    return_down_config=True)
         return {"gate_up": dict(up), "down": dict(down or up)}
 
-    def gemm_call(self, batch: int, gemm: str, config: dict):
-        """One expert GEMM alone, launched as fused_experts launches it under `config`."""
+    def gemm_runs(self, batch: int, block_m: int) -> dict:
+        """The two expert GEMMs alone at `batch` tokens (one draw of tokens and routing, aligned to
+        `block_m`-row tiles, for every config), as {gemm: config -> launch}: each launched as
+        fused_experts launches it."""
         import torch
         import triton.language as tl
 
@@ -153,18 +155,19 @@ class MoeProblem:
         from sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_kernels import invoke_fused_moe_kernel
 
         x, (weights, ids, _) = self.tokens(batch)
-        sorted_ids, expert_ids, padded = moe_align_block_size(ids, config["BLOCK_SIZE_M"], self.experts)
+        routed = (weights, ids, *moe_align_block_size(ids, block_m, self.experts))
         plain = dict(compute_type=tl.bfloat16, use_fp8_w8a8=False, use_int8_w8a8=False, use_int8_w8a16=False,
                      use_int4_w4a16=False, per_channel_quant=False, filter_expert=False)
-        routed = (weights, ids, sorted_ids, expert_ids, padded)
-        if gemm == "gate_up":
-            out = torch.empty(batch * self.top_k, 2 * self.n, device="cuda", dtype=torch.bfloat16)
-            return lambda: invoke_fused_moe_kernel(x, self.w1, None, out, None, None, None, *routed, False,
-                                                   self.top_k, config, **plain)
+        up = torch.empty(batch * self.top_k, 2 * self.n, device="cuda", dtype=torch.bfloat16)
         act = torch.randn(batch * self.top_k, self.n, device="cuda", dtype=torch.bfloat16, generator=self.g)
         out = torch.zeros(batch, self.hidden, device="cuda", dtype=torch.bfloat16)
-        return lambda: invoke_fused_moe_kernel(act, self.w2, None, out, None, None, None, *routed, True, 1, config,
-                                               fuse_sum_all_reduce=True, router_topk=self.top_k, **plain)
+        return {
+            "gate_up": lambda config: lambda: invoke_fused_moe_kernel(
+                x, self.w1, None, up, None, None, None, *routed, False, self.top_k, config, **plain),
+            "down": lambda config: lambda: invoke_fused_moe_kernel(
+                act, self.w2, None, out, None, None, None, *routed, True, 1, config,
+                fuse_sum_all_reduce=True, router_topk=self.top_k, **plain),
+        }
 
 
 @functools.lru_cache(maxsize=None)
@@ -173,43 +176,69 @@ def moe_problem(variant: str, tp: int) -> MoeProblem:
     return MoeProblem(variant, tp)
 
 
+def run_overridden(config: dict, run) -> None:
+    """run() with sglang's fused-MoE config overridden to `config` (both GEMMs)."""
+    from sglang.srt.layers.moe.moe_runner.triton_utils import override_config
+
+    with override_config(config):
+        run()
+
+
 def launch_config(variant: str, tp: int, per_gemm: bool, item: tuple) -> None:
     """Run a config at each batch size it serves, so that its kernels land in Triton's cache (a
     config the GPU cannot run stops at its first batch size)."""
-    from sglang.srt.layers.moe.moe_runner.triton_utils import override_config
-
     config, batches = item
     for batch in batches:
         if per_gemm:
-            for gemm in GEMMS:
-                moe_problem(variant, tp).gemm_call(batch, gemm, config)()
+            for launch in moe_problem(variant, tp).gemm_runs(batch, config["BLOCK_SIZE_M"]).values():
+                launch(config)()
         else:
-            with override_config(config):
-                moe_problem(variant, tp).call(batch)()
+            run_overridden(config, moe_problem(variant, tp).call(batch))
+
+
+def time_configs(launch, configs: dict[str, dict], eligible, repeats: int, label: str) -> dict[str, float]:
+    """{config key: graph-replayed us of launch(config)} over the eligible configs; one the GPU
+    cannot run (a tile too big for the SM's shared memory) is reported and left out."""
+    from triton.runtime.errors import OutOfResources
+
+    timings = {}
+    for key, config in configs.items():
+        if eligible(config):
+            try:
+                timings[key] = graph_replay_us(launch(config), repeats)
+            except (OutOfResources, RuntimeError) as e:
+                print(f"tune: {label} {key}: {type(e).__name__}", file=sys.stderr)
+    return timings
+
+
+def write_configs(out: Path, problem: MoeProblem, table: dict[int, dict], down: bool = False) -> Path:
+    """Write {batch: config} where sglang's get_moe_configs looks for this triton version's file."""
+    import triton
+
+    from sglang.srt.layers.moe.moe_runner.triton_utils import get_config_file_name
+
+    version_dir = out / "configs" / f"triton_{triton.__version__.replace('.', '_')}"
+    version_dir.mkdir(parents=True, exist_ok=True)
+    path = version_dir / get_config_file_name(problem.experts, problem.n, None, down_moe=down)
+    path.write_text(json.dumps({str(b): c for b, c in table.items()}, indent=4) + "\n")
+    return path
 
 
 def tune_per_gemm(problem: MoeProblem, configs: dict[str, dict], args, out: Path) -> None:
     """--per-gemm: each GEMM's own winner per batch size, written as sglang's two files."""
     import torch
     import triton
-    from triton.runtime.errors import OutOfResources
-
-    from sglang.srt.layers.moe.moe_runner.triton_utils import get_config_file_name
 
     current = {batch: problem.current(batch) for batch in sorted(set(BATCH_SIZES) | set(args.batch_sizes))}
     tuned, lines = {}, []
     for batch in args.batch_sizes:
         tuned[batch] = {}
+        block_m = current[batch]["gate_up"]["BLOCK_SIZE_M"]  # the down GEMM's too (sglang asserts it)
+        runs = problem.gemm_runs(batch, block_m)
         for gemm in GEMMS:
-            shipped = graph_replay_us(problem.gemm_call(batch, gemm, current[batch][gemm]), args.repeats)
-            timings = {}
-            for key, config in configs.items():
-                if config["BLOCK_SIZE_M"] != current[batch][gemm]["BLOCK_SIZE_M"]:
-                    continue
-                try:
-                    timings[key] = graph_replay_us(problem.gemm_call(batch, gemm, config), args.repeats)
-                except (OutOfResources, RuntimeError) as e:  # a tile too big for the SM's shared memory
-                    print(f"tune: batch {batch} {gemm} {key}: {type(e).__name__}", file=sys.stderr)
+            shipped = graph_replay_us(runs[gemm](current[batch][gemm]), args.repeats)
+            timings = time_configs(runs[gemm], configs, lambda c: c["BLOCK_SIZE_M"] == block_m, args.repeats,
+                                   f"batch {batch} {gemm}")
             best = min(timings, key=timings.get)
             tuned[batch][gemm] = configs[best]
             with open(out / "tune.jsonl", "a") as f:
@@ -220,13 +249,8 @@ def tune_per_gemm(problem: MoeProblem, configs: dict[str, dict], args, out: Path
                          f"`{config_key(current[batch][gemm])}` | `{best}` |")
             print(f"tune: batch {batch} {gemm}: shipped {shipped:.1f} us, best {timings[best]:.1f} us ({best})",
                   flush=True)
-    version_dir = out / "configs" / f"triton_{triton.__version__.replace('.', '_')}"
-    version_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for gemm, table in per_gemm_files(current, tuned).items():
-        path = version_dir / get_config_file_name(problem.experts, problem.n, None, down_moe=gemm == "down")
-        path.write_text(json.dumps({str(b): c for b, c in table.items()}, indent=4) + "\n")
-        written.append(str(path.relative_to(out)))
+    written = [str(write_configs(out, problem, table, down=gemm == "down").relative_to(out))
+               for gemm, table in per_gemm_files(current, tuned).items()]
     head = [f"# Fused-MoE configs per GEMM for {args.variant} (E={problem.experts}, N={problem.n}, "
             f"top_k={problem.top_k}, tp={args.tp}), {torch.cuda.get_device_name()}, triton {triton.__version__}", "",
             "| batch | gemm | shipped (us) | tuned (us) | tuned / shipped | shipped config | tuned config |",
@@ -254,9 +278,6 @@ def main() -> int:
 
     import torch
     import triton
-    from triton.runtime.errors import OutOfResources
-
-    from sglang.srt.layers.moe.moe_runner.triton_utils import get_config_file_name, override_config
 
     configs = {config_key(c): c for c in candidates(args.grid)}
     # one worker per config: its launches at the batch sizes it serves share that worker's compiles
@@ -274,15 +295,8 @@ def main() -> int:
     for batch in args.batch_sizes:
         run = problem.call(batch)
         shipped[batch] = graph_replay_us(run, args.repeats)
-        timings[batch] = {}
-        for key, config in configs.items():
-            if not fits(config, batch):
-                continue
-            try:
-                with override_config(config):
-                    timings[batch][key] = graph_replay_us(run, args.repeats)
-            except (OutOfResources, RuntimeError) as e:  # a tile too big for the SM's shared memory
-                print(f"tune: batch {batch} {key}: {type(e).__name__}", file=sys.stderr)
+        timings[batch] = time_configs(lambda config: functools.partial(run_overridden, config, run), configs,
+                                      lambda config: fits(config, batch), args.repeats, f"batch {batch}")
         with open(out / "tune.jsonl", "a") as f:
             f.write(json.dumps({"variant": args.variant, "tp": args.tp, "batch": batch, "shipped_us": shipped[batch],
                                 "timings_us": timings[batch]}) + "\n")
@@ -291,10 +305,7 @@ def main() -> int:
               flush=True)
     fastest = pick(timings, configs)
     best = fastest if args.share_within is None else pick_shared(timings, configs, args.share_within)
-    version_dir = out / "configs" / f"triton_{triton.__version__.replace('.', '_')}"
-    version_dir.mkdir(parents=True, exist_ok=True)
-    path = version_dir / get_config_file_name(experts, n, None)
-    path.write_text(json.dumps({str(b): c for b, c in best.items()}, indent=4) + "\n")
+    path = write_configs(out, problem, best)
     lines = [f"# Fused-MoE configs for {args.variant} (E={experts}, N={n}, top_k={top_k}, tp={args.tp}), "
              f"{torch.cuda.get_device_name()}, triton {triton.__version__}", "",
              "| batch | shipped (us) | fastest (us) | written (us) | written / shipped | config |",
