@@ -1,9 +1,12 @@
 """The A/B runner's pieces: medians per setup side by side, ratio of two, a plot file, named setups
 parsed from the command line, and the patched servers' environment."""
 
+import argparse
+
 import pytest
 
-from sglang_gemma4.harness.bench import Setup, dataset_args, parse_setup, plot, summarize, write_summary
+from sglang_gemma4.harness.bench import (Setup, add_setup_arguments, chosen_setups, dataset_args, parse_setup, plot,
+                                     summarize, write_summary)
 from sglang_gemma4.harness.pool_usage import pool_sizes
 from sglang_gemma4.harness.server import patched_env
 
@@ -41,6 +44,17 @@ def test_setups_parse_name_build_environment_and_flags():
     for bad in ("", "r0.8", "r0.8=other", "=patched", "a b=patched"):
         with pytest.raises(SystemExit, match="--config"):
             parse_setup(bad)
+
+
+def test_chosen_setups_plain_builds_by_default_then_named_ones():
+    parser = argparse.ArgumentParser()
+    add_setup_arguments(parser)
+    env = {"SGLANG_X": "0"}
+    assert chosen_setups(parser.parse_args([]), env) == [Setup("pristine", "pristine"), Setup("patched", "patched", env)]
+    named = parser.parse_args(["--config", "off=patched SGLANG_X=0"])
+    assert chosen_setups(named) == [Setup("off", "patched", {"SGLANG_X": "0"})]  # a --config alone: no plain builds
+    both = parser.parse_args(["--builds", "patched", "--config", "p=pristine --flag"])
+    assert chosen_setups(both) == [Setup("patched", "patched"), Setup("p", "pristine", {}, ("--flag",))]
 
 
 def test_pool_sizes_are_read_from_the_server_log():

@@ -73,6 +73,21 @@ def parse_setup(spec: str) -> Setup:
     return Setup(name, build, patched_env(pairs), tuple(words[1 + len(pairs):]))
 
 
+def add_setup_arguments(parser: argparse.ArgumentParser) -> None:
+    """--builds and --config: the setups a comparison runs (chosen_setups reads them)."""
+    parser.add_argument("--builds", nargs="*", choices=["pristine", "patched"],
+                        help="plain builds to compare (default pristine patched when no --config is given)")
+    parser.add_argument("--config", action="append", default=[], type=parse_setup, dest="setups",
+                        metavar="'NAME=BUILD [KEY=VALUE ...] [flags]'", help="a named setup; repeat for more")
+
+
+def chosen_setups(args: argparse.Namespace, patched_build_env: dict | None = None) -> list[Setup]:
+    """The plain builds (pristine and patched unless --builds or a --config says otherwise; the
+    plain patched build with `patched_build_env`), then the named setups."""
+    builds = args.builds if args.builds is not None else [] if args.setups else ["pristine", "patched"]
+    return [Setup(b, b, (patched_build_env or {}) if b == "patched" else {}) for b in builds] + args.setups
+
+
 def dataset_args(name: str) -> str:
     if name in IMAGE_WORKLOADS:
         input_len, output_len, prompts, concurrency, images, size = IMAGE_WORKLOADS[name]
@@ -159,10 +174,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variant", required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--builds", nargs="*", choices=["pristine", "patched"],
-                        help="plain builds to compare (default pristine patched when no --config is given)")
-    parser.add_argument("--config", action="append", default=[], type=parse_setup, dest="setups",
-                        metavar="'NAME=BUILD [KEY=VALUE ...] [flags]'", help="a named setup; repeat for more")
+    add_setup_arguments(parser)
     parser.add_argument("--workloads", nargs="+", default=["chat", "summarization", "batch1"],
                         choices=sorted({**WORKLOADS, **IMAGE_WORKLOADS}))
     parser.add_argument("--model", help="checkpoint dir (default: the launch preset's config-only one, dummy weights)")
@@ -177,10 +189,8 @@ def main() -> int:
         print(write_summary([json.loads(line) for line in (out / "bench.jsonl").read_text().splitlines()], out))
         return 0
     out.mkdir(parents=True, exist_ok=True)
-    builds = args.builds if args.builds is not None else [] if args.setups else ["pristine", "patched"]
-    setups = [Setup(b, b, patched_env(args.patched_env) if b == "patched" else {}) for b in builds] + args.setups
     records = []
-    for setup in setups:
+    for setup in chosen_setups(args, patched_env(args.patched_env)):
         server = Server(args.variant, setup.build, out / f"{args.variant}-{setup.name}.server.log", model=args.model,
                         mtp=args.mtp, extra=[*args.extra, *setup.flags], env=setup.env)
         with server:

@@ -25,7 +25,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from sglang_gemma4.harness.bench import Setup, parse_setup
+from sglang_gemma4.harness.bench import Setup, add_setup_arguments, chosen_setups
 from sglang_gemma4.harness.server import Server, http_json
 
 PROMPT_LEN, OUTPUT_LEN, TRACE_AFTER = 128, 2000, 256
@@ -136,19 +136,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variant", default="26b-a4b", choices=["e2b", "e4b", "26b-a4b", "31b"])
     parser.add_argument("--out", required=True)
-    parser.add_argument("--builds", nargs="*", choices=["pristine", "patched"],
-                        help="plain builds (default pristine patched when no --config is given)")
-    parser.add_argument("--config", action="append", default=[], type=parse_setup, dest="setups",
-                        metavar="'NAME=BUILD [KEY=VALUE ...] [flags]'", help="a named setup; repeat for more")
+    add_setup_arguments(parser)
     parser.add_argument("--steps", type=int, default=60, help="scheduler steps recorded per setup")
     parser.add_argument("flags", nargs="*", help="launch_server flags for every setup, after --")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    builds = args.builds if args.builds is not None else [] if args.setups else ["pristine", "patched"]
-    setups = [Setup(b, b, {}) for b in builds] + args.setups
     rows = {}
-    for setup in setups:  # the table so far after each, so a run cut short keeps what it traced
+    for setup in chosen_setups(args):  # the table so far after each, so a run cut short keeps what it traced
         rows[setup.name] = trace_one(args.variant, setup, args.steps, args.flags, out)
         table = f"# {args.variant}: one request decoding, {args.steps} steps traced per setup\n\n{summarize(rows)}\n"
         (out / "step-trace.md").write_text(table)
