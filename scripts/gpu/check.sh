@@ -24,7 +24,8 @@
 #                switches of the "unfused" side, e.g. one patch's switch alone; $KERNEL_FLAGS the server flags
 #   profile      one decode step at batch 1, 4, 16, 64: graph step time and per-kernel attribution,
 #                pristine then patched or $PROFILE_BUILDS (default 26b-a4b; e.g. profile:26b-a4b,31b,e4b); $PROFILE_ENV
-#                (KEY=VALUE ...) adds a third, patched with that environment, e.g. a kill switch
+#                (KEY=VALUE ...) adds a third, patched with that environment, e.g. a kill switch; $PROFILE_BATCH_SIZES
+#                replaces the batch sizes (31B at batch 64 does not fit one H100's KV pool: "1 4 16 32")
 #   step-trace   one request decoding on the served build, torch profiler (GPU activity) over 60 scheduler
 #                steps: per step the period, the CUDA graph's span, kernels outside it and the GPU's idle
 #                time, i.e. whether a decode step waits on the GPU or on the scheduler (harness/step_trace.py);
@@ -161,7 +162,8 @@ for arg in "$@"; do
              done ;;
     profile) for v in ${variants:-26b-a4b}; do
                for build in ${PROFILE_BUILDS:-pristine patched}; do
-                 python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" --build $build || status=1
+                 python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" --build $build \
+                   ${PROFILE_BATCH_SIZES:+--batch-sizes $PROFILE_BATCH_SIZES} || status=1
                done
                [ -z "${PROFILE_ENV:-}" ] || python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" \
                  --build patched --label patched-env --env $PROFILE_ENV || status=1

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from sglang_gemma4.harness import profile
-from sglang_gemma4.harness.profile import active_bytes, kernel_group, kernel_times, summarize, weight_bytes
+from sglang_gemma4.harness.profile import (active_bytes, kernel_group, kernel_times, skipped_batches, summarize,
+                                           weight_bytes, write_report)
 from sglang_gemma4.variants import text_config
 
 
@@ -32,7 +33,10 @@ def test_kernel_times_are_per_step_and_skip_cpu_events(tmp_path):
 
 @pytest.mark.parametrize("name, group", [
     ("fused_moe_kernel", "moe experts"), ("_gemma4_routing_kernel", "routing"),
-    ("void at::native::sbtopk::gatherTopK<float>", "routing"), ("_fwd_kernel_stage1", "attention"),
+    ("void at::native::sbtopk::gatherTopK<float>", "routing"), ("_fwd_grouped_kernel_stage1", "attention"),
+    ("_fwd_kernel_stage2", "attention"),
+    ("void (anonymous namespace)::store_kvcache<4096l, 4, true, int>(StoreKVCacheParams)", "rope + kv store"),
+    ("void (anonymous namespace)::fused_rope_kernel<true, 256l, true, __nv_bfloat16>", "rope + kv store"),
     ("nvjet_tst_128x64_64x8_1x1_v_bz_TNT", "gemm"), ("gemma_rmsnorm_residual_scalar_kernel", "norm"),
     ("_gemma_gelu_tanh_mul_kernel", "elementwise"), ("sm90_xmma_gemm_bf16bf16", "gemm"),
     ("void at::native::vectorized_elementwise_kernel<4>", "elementwise"), ("something_new", "other")])
@@ -78,3 +82,30 @@ def test_bench_one_batch_runs_the_preset_options(tmp_path, monkeypatch, variant,
     (command,) = commands
     assert "sglang.bench_one_batch" in command and "--batch-size 1 4" in command
     assert ("--enable-fused-moe-sum-all-reduce" in command) is fused_sum
+
+
+def test_batches_bench_one_batch_skipped_are_read_from_its_log():
+    log = ("Decode.  median latency: 0.02815 s, median throughput:    568.35 token/s\n"
+           "skipping (64, 256, 32) due to max batch size limit\n"
+           "skipping (128, 256, 32) due to max batch size limit\n")
+    assert skipped_batches(log) == [64, 128]
+    assert skipped_batches("Decode.  median latency: 0.02815 s\n") == []
+
+
+def test_report_is_rewritten_from_the_records(tmp_path, monkeypatch):
+    sizes = {"dense": 60e9, "experts": 0, "lookup_tables": 0, "num_experts": 0, "top_k": 0}
+    records = [{"variant": "31b", "label": "patched", "gpu": "NVIDIA H100 80GB HBM3", "batch": batch,
+                "graph_step_ms": step, "not_measured": [64], "active_weight_bytes": 60e9, "weights": sizes,
+                "kernels_us": {"nvjet_gemm": 20000.0, "_fwd_grouped_kernel_stage1": 500.0}}
+               for batch, step in ((1, 25.0), (32, 30.0))]
+    jsonl = tmp_path / "31b-patched-profile.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in records))
+    monkeypatch.setattr("sys.argv", ["profile", "--report", str(jsonl)])
+    assert profile.main() == 0
+    text = (tmp_path / "31b-patched-profile.md").read_text()
+    assert text.startswith("# 31b (patched) on NVIDIA H100 80GB HBM3: one decode step")
+    assert "Not measured: batch 64" in text
+    assert "### batch 1: graph step 25.000 ms" in text and "### batch 32: graph step 30.000 ms" in text
+    # 60 GB at the H100's nominal 3.35 TB/s: 17.910 ms, 72% of the 25 ms step
+    assert "floor at 3.35 TB/s: 17.910 ms (72% of the graph step)" in text
+    assert text == write_report(records, tmp_path / "again.md")

@@ -2,6 +2,7 @@
 
     python -m sglang_gemma4.harness.profile --variant 26b-a4b --out DIR [--build patched]
         [--batch-sizes 1 4 16 64] [--env KEY=VALUE ...] [--label NAME]
+    python -m sglang_gemma4.harness.profile --report DIR/<variant>-<label>-profile.jsonl
 
 Two runs of `sglang.bench_one_batch` on the variant's config-only checkpoint (full size, dummy
 weights), prompt 256 tokens, 32 decode steps per batch size:
@@ -11,7 +12,8 @@ Writes DIR/<variant>-<label>-profile.jsonl (per batch size: graph step time, eag
 step by kernel and by group, the weight bytes a step must read) and DIR/<variant>-<label>-profile.md:
 per batch size the groups' shares, the top kernels, and the weight-streaming kernels (GEMMs and the
 MoE experts) as achieved bandwidth against the HBM floor.  Bench_one_batch's own logs and traces
-stay in DIR; the traces are deleted once attributed.
+stay in DIR; the traces are deleted once attributed.  --report rewrites the .md from a .jsonl
+(e.g. after a change to the kernel groups), no GPU needed.
 """
 
 import argparse
@@ -36,7 +38,8 @@ PRESET_FLAGS = {"26b-a4b": ["--enable-fused-moe-sum-all-reduce"]}
 GROUPS = [
     ("moe experts", r"fused_moe|moe_align|moe_sum|count_and_sort_expert"),
     ("routing", r"gemma4_routing|topk|TopK|softmax"),
-    ("attention", r"decode_att|extend_att|_fwd_kernel|attention|flash"),
+    ("attention", r"decode_att|extend_att|_fwd_kernel|_fwd_grouped_kernel|attention|flash"),
+    ("rope + kv store", r"rope|store_kvcache"),
     ("gemm", r"gemm(?!a)|Gemm|cutlass|nvjet|sm90_xmma|cublas|splitK"),  # not "gemma"
     ("norm", r"rmsnorm|RMSNorm|norm_kernel|layernorm|_norm"),
     ("sampling/logits", r"argmax|sampl|multinomial|logit|tanh_kernel"),
@@ -119,6 +122,12 @@ def summarize(record: dict, bandwidth: float | None) -> list[str]:
     return lines + [""]
 
 
+def skipped_batches(log_text: str) -> list[int]:
+    """Batch sizes bench_one_batch left out because batch x (prompt + decode steps) tokens exceed
+    what the KV pool holds (e.g. 31B at batch 64 on one H100)."""
+    return [int(b) for b in re.findall(r"skipping \((\d+), \d+, \d+\) due to max batch size limit", log_text)]
+
+
 def bench_one_batch(build: str, variant: str, model: Path, out: Path, batches: list[int], env: dict, eager: bool,
                     run: str) -> Path:
     """One bench_one_batch run; eager ones leave a decode trace per batch size in `out`."""
@@ -139,15 +148,41 @@ def bench_one_batch(build: str, variant: str, model: Path, out: Path, batches: l
     return result
 
 
+def write_report(records: list[dict], md_path: Path) -> str:
+    """The markdown for one setup's records (one per measured batch size), written to md_path."""
+    first = records[0]
+    sizes, gpu = first["weights"], first["gpu"]
+    bandwidth = next((bw for key, bw in HBM_BYTES_PER_S.items() if key in gpu), None)
+    lines = [f"# {first['variant']} ({first['label']}) on {gpu}: one decode step", "",
+             f"Prompt {PROMPT_LEN} tokens, median of {DECODE_STEPS - 1} decode steps with CUDA graphs; kernel "
+             f"attribution from {PROFILED_STEPS} profiled eager steps. Weights (bf16): dense {sizes['dense'] / 1e9:.2f} GB, "
+             f"experts {sizes['experts'] / 1e9:.2f} GB, lookup tables {sizes['lookup_tables'] / 1e9:.2f} GB.", ""]
+    if first.get("not_measured"):
+        lines += [f"Not measured: batch {', '.join(map(str, first['not_measured']))} (bench_one_batch skips a batch "
+                  f"whose {PROMPT_LEN + DECODE_STEPS} tokens per request exceed the KV pool).", ""]
+    for record in records:
+        lines += summarize(record, bandwidth)
+    text = "\n".join(lines)
+    md_path.write_text(text)
+    return text
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--variant", required=True, choices=["e2b", "e4b", "26b-a4b", "31b"])
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--variant", choices=["e2b", "e4b", "26b-a4b", "31b"])
+    parser.add_argument("--out")
     parser.add_argument("--build", default="patched", choices=["pristine", "patched"])
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 4, 16, 64])
     parser.add_argument("--env", nargs="*", default=[], metavar="KEY=VALUE", help="environment of both runs")
     parser.add_argument("--label", help="name of this setup in file names (default: the build)")
+    parser.add_argument("--report", type=Path, metavar="JSONL", help="only rewrite the .md beside this .jsonl")
     args = parser.parse_args()
+    if args.report:
+        records = [json.loads(line) for line in args.report.read_text().splitlines()]
+        print(write_report(records, args.report.with_suffix(".md")))
+        return 0
+    if not (args.variant and args.out):
+        parser.error("--variant and --out are required (or --report)")
     out, label = Path(args.out), args.label or args.build
     out.mkdir(parents=True, exist_ok=True)
     model = REPO / "checkpoints" / args.variant
@@ -158,27 +193,22 @@ def main() -> int:
     bench_one_batch(args.build, args.variant, model, out, args.batch_sizes, env, True, f"{args.variant}-{label}-eager")
     step_ms = {r["batch_size"]: r["median_decode_latency"] * 1000
                for r in map(json.loads, graphs.read_text().splitlines())}
+    skipped = skipped_batches(graphs.with_suffix(".log").read_text())
     sizes = weight_bytes(model)
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                          text=True).stdout.strip().splitlines()[0]
-    bandwidth = next((bw for key, bw in HBM_BYTES_PER_S.items() if key in gpu), None)
-    lines = [f"# {args.variant} ({label}) on {gpu}: one decode step", "",
-             f"Prompt {PROMPT_LEN} tokens, median of {DECODE_STEPS - 1} decode steps with CUDA graphs; kernel "
-             f"attribution from {PROFILED_STEPS} profiled eager steps. Weights (bf16): dense {sizes['dense'] / 1e9:.2f} GB, "
-             f"experts {sizes['experts'] / 1e9:.2f} GB, lookup tables {sizes['lookup_tables'] / 1e9:.2f} GB.", ""]
-    with open(out / f"{args.variant}-{label}-profile.jsonl", "w") as f:
-        for batch in args.batch_sizes:
-            trace = out / (f"{args.variant}-{label}-eager_batch{batch}_input{PROMPT_LEN}_output{DECODE_STEPS}"
-                           "_decode.trace.json.gz")
-            record = {"variant": args.variant, "label": label, "build": args.build, "env": env, "gpu": gpu,
-                      "batch": batch, "graph_step_ms": step_ms[batch],
-                      "active_weight_bytes": active_bytes(sizes, batch), "weights": sizes,
-                      "kernels_us": kernel_times(trace, PROFILED_STEPS)}
-            trace.unlink()  # tens of MB each; every kernel's time is in the record
-            f.write(json.dumps(record) + "\n")
-            lines += summarize(record, bandwidth)
-    (out / f"{args.variant}-{label}-profile.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+    records = []
+    for batch in sorted(step_ms):
+        trace = out / (f"{args.variant}-{label}-eager_batch{batch}_input{PROMPT_LEN}_output{DECODE_STEPS}"
+                       "_decode.trace.json.gz")
+        records.append({"variant": args.variant, "label": label, "build": args.build, "env": env, "gpu": gpu,
+                        "batch": batch, "graph_step_ms": step_ms[batch], "not_measured": skipped,
+                        "active_weight_bytes": active_bytes(sizes, batch), "weights": sizes,
+                        "kernels_us": kernel_times(trace, PROFILED_STEPS)})
+        trace.unlink()  # tens of MB each; every kernel's time is in the record
+    jsonl = out / f"{args.variant}-{label}-profile.jsonl"
+    jsonl.write_text("".join(json.dumps(record) + "\n" for record in records))
+    print(write_report(records, jsonl.with_suffix(".md")))
     return 0
 
 
