@@ -1,5 +1,6 @@
 """Shared by the kernel patches' tests: fresh random inputs on the test device, the float32 RMSNorm
-reference, and which shapes the Triton interpreter can afford on CPU."""
+reference, which shapes the Triton interpreter can afford on CPU, and a spy on a kernel's launch
+options."""
 
 import pytest
 import torch
@@ -21,3 +22,31 @@ def randn(*shape, dtype=torch.float32, seed=0, scale=1.0) -> torch.Tensor:
 def rmsnorm_reference(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     x = x.float()
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+
+
+def relative_difference(a: torch.Tensor, b: torch.Tensor, ref: torch.Tensor) -> float:
+    """Largest difference of a from b, over the reference's largest value."""
+    return ((a.float() - b.float()).abs().max() / ref.float().abs().max()).item()
+
+
+class LaunchSpy:
+    """Stands in for a Triton kernel's launcher: records the named launch options of each launch
+    (e.g. the tile a Python wrapper picked), then runs the real kernel."""
+
+    def __init__(self, kernel, options: tuple[str, ...]):
+        self.kernel, self.options, self.launches = kernel, options, []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.launches.append(tuple(kwargs[k] for k in self.options))
+            return self.kernel[grid](*args, **kwargs)
+        return launch
+
+
+def spy_on_hopper(monkeypatch, module, kernel_name: str, options: tuple[str, ...]) -> LaunchSpy:
+    """Report the device as Hopper (sm_90) to `module` and spy on its kernel `kernel_name`."""
+    monkeypatch.setattr(module, "_is_cuda", True)
+    monkeypatch.setattr(module, "CUDA_CAPABILITY", (9, 0), raising=False)
+    spy = LaunchSpy(getattr(module, kernel_name), options)
+    monkeypatch.setattr(module, kernel_name, spy)
+    return spy

@@ -7,7 +7,7 @@ six shapes, chosen tile vs the generic one (max relative difference < 2e-3) and 
 import pytest
 import torch
 
-from kernel_inputs import DEVICE
+from kernel_inputs import DEVICE, relative_difference, spy_on_hopper
 from sglang.srt.layers.attention.triton_ops import extend_attention as ea
 
 HEADS = 4
@@ -64,31 +64,10 @@ def reference(data, window):
     return torch.cat(out)
 
 
-def relative_difference(a, b, ref):
-    return ((a.float() - b.float()).abs().max() / ref.float().abs().max()).item()
-
-
-class LaunchSpy:
-    """Stands in for the kernel's launcher: records each launch's tile, then runs the real kernel."""
-
-    def __init__(self, kernel):
-        self.kernel, self.tiles = kernel, []
-
-    def __getitem__(self, grid):
-        def launch(*args, **kwargs):
-            self.tiles.append(tuple(kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")))
-            return self.kernel[grid](*args, **kwargs)
-        return launch
-
-
 @pytest.fixture
 def hopper(monkeypatch):
-    """Report the device as Hopper (sm_90) to the module, and spy on its kernel launches."""
-    monkeypatch.setattr(ea, "_is_cuda", True)
-    monkeypatch.setattr(ea, "CUDA_CAPABILITY", (9, 0), raising=False)
-    spy = LaunchSpy(ea._fwd_kernel)
-    monkeypatch.setattr(ea, "_fwd_kernel", spy)
-    return spy
+    """The device reported as Hopper; each launch's tile recorded."""
+    return spy_on_hopper(monkeypatch, ea, "_fwd_kernel", ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"))
 
 
 def generic_tile(dim):
@@ -106,7 +85,7 @@ def test_tile_follows_new_tokens_and_matches_reference(hopper, monkeypatch, dim,
     chosen = kernel_output(data, window)
     monkeypatch.setenv("SGLANG_OPT_HOPPER_EXTEND_ATTENTION_TILES", "0")
     generic = kernel_output(data, window)
-    assert hopper.tiles == [expected_tile, generic_tile(dim)]
+    assert hopper.launches == [expected_tile, generic_tile(dim)]
     ref = reference(data, window)
     for out in (chosen, generic):
         torch.testing.assert_close(out.float(), ref, rtol=TOLERANCE, atol=TOLERANCE)
@@ -119,7 +98,7 @@ def test_other_gpus_and_head_dims_keep_the_generic_tile(hopper, monkeypatch, cap
     assert ea._get_hopper_extend_tile(dim, dim, 4) is None
     data = make_inputs(2, 4, 5, dim, 2, seed=3)
     kernel_output(data, -1)
-    assert hopper.tiles == [generic_tile(dim)]
+    assert hopper.launches == [generic_tile(dim)]
 
 
 def test_non_cuda_and_unequal_value_dim_keep_the_generic_tile(hopper, monkeypatch):

@@ -39,6 +39,8 @@ WORKLOADS = {
     "in3000-out100": (3000, 100, 64, 32),
     "in500-out500": (500, 500, 64, 32),
     "batch1": (128, 256, 8, 1),
+    # batch-1 decode at a long context, where the full-attention layers' decode kernel weighs
+    "batch1-long": (8000, 256, 8, 1),
 }
 # name: (text tokens, output len, prompts, max concurrency, images per prompt, image size): random
 # images through the server's multimodal processor (bench_serving's image dataset), which needs a
