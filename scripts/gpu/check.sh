@@ -160,13 +160,14 @@ for arg in "$@"; do
                python3 -m sglang_gemma4.harness.bench --variant "$v" --out "$OUT/kernels-$v" --workloads ${KERNEL_WORKLOADS:-batch1 chat} \
                  --config "unfused=patched $unfused" --config "fused=patched" -- ${KERNEL_FLAGS:---cuda-graph-max-bs 64} || status=1
              done ;;
-    profile) for v in ${variants:-26b-a4b}; do
+    profile) batches=${PROFILE_BATCH_SIZES:+--batch-sizes $PROFILE_BATCH_SIZES}
+             for v in ${variants:-26b-a4b}; do
                for build in ${PROFILE_BUILDS:-pristine patched}; do
-                 python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" --build $build \
-                   ${PROFILE_BATCH_SIZES:+--batch-sizes $PROFILE_BATCH_SIZES} || status=1
+                 python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" --build $build $batches ||
+                   status=1
                done
                [ -z "${PROFILE_ENV:-}" ] || python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" \
-                 --build patched --label patched-env --env $PROFILE_ENV || status=1
+                 --build patched --label patched-env --env $PROFILE_ENV $batches || status=1
              done ;;
     memory) python3 -m sglang_gemma4.harness.memory --out "$OUT/memory" --variants ${variants:-31b e4b} \
               --archs conditional --memory explicit || status=1
