@@ -13,7 +13,7 @@ TEST_PY := $(TEST_VENV)/bin/python
 APPLY_FLAGS := $(if $(FORCE),--force,)
 
 .DEFAULT_GOAL := all
-.PHONY: all help fetch apply build status version lint readme refresh new rebase test verify-tests bundle serve gpu-parity clean-work clean
+.PHONY: all help fetch apply build status version lint readme refresh new rebase rebase-continue rebase-abort rebase-check drift-check test verify-tests bundle serve gpu-parity clean-work clean
 
 all: apply build  ## the main job: apply + build; on a GPU host whose python3 has the patched sglang, serve
 	@if nvidia-smi -L >/dev/null 2>&1; then \
@@ -60,10 +60,28 @@ refresh: $(VENV)/.stamp  ## export work/sglang's commits back into patches/*.pat
 	$(TOOLS) refresh
 
 new: $(VENV)/.stamp  ## NAME=slug SUBJECT="..." : a new patch from uncommitted edits in work/sglang
+	@test -n "$(NAME)" -a -n "$(SUBJECT)" || { echo 'make new: give NAME=slug SUBJECT="one line"' >&2; exit 2; }
 	$(TOOLS) new "$(NAME)" --subject "$(SUBJECT)"
 
-rebase: $(VENV)/.stamp  ## TO=0.5.13 : move the series to a newer sglang, with a per-patch report
-	$(TOOLS) rebase --to "$(TO)"
+# The already-upstream check runs each patch's own tests without it, in the test venv unless
+# REBASE_PYTHON names an interpreter whose packages import the new release.
+REBASE_FLAGS = --python $(or $(REBASE_PYTHON),$(TEST_PY)) $(if $(filter 0,$(TESTS)),--skip-tests,)
+rebase: $(VENV)/.stamp $(TEST_VENV)/.stamp  ## TO=0.5.17 : move the series to a newer sglang, stopping at each conflict (TESTS=0: text checks only)
+	@test -n "$(TO)" || { echo "make rebase: give the release, e.g. make rebase TO=0.5.17" >&2; exit 2; }
+	$(TOOLS) rebase --to "$(TO)" $(REBASE_FLAGS)
+
+rebase-continue: $(VENV)/.stamp  ## after resolving a stop: take the work tree as the patch and go on (DROP=1 WHY="..." drops it)
+	$(TOOLS) rebase --continue $(if $(DROP),--drop,) $(if $(WHY),--why "$(WHY)",)
+
+rebase-abort: $(VENV)/.stamp  ## forget a rebase under way: work/sglang back on the old pin, repository untouched
+	$(TOOLS) rebase --abort
+
+rebase-check: $(VENV)/.stamp $(TEST_VENV)/.stamp apply  ## TO=0.5.23 : drift report for a newer release in docs/drift/ (changes nothing else)
+	@test -n "$(TO)" || { echo "make rebase-check: give the release, e.g. make rebase-check TO=0.5.23" >&2; exit 2; }
+	$(TOOLS) rebase-check --to "$(TO)" $(REBASE_FLAGS)
+
+drift-check: $(VENV)/.stamp  ## fail if docs/drift/'s report was made for another series than today's
+	$(TOOLS) drift-status
 
 bundle: apply  ## dist/bundle/: offline archive for the GPU host (scripts/gpu/setup.sh installs it)
 	$(TOOLS) bundle

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sglang_gemma4.cli import README_BEGIN, README_END, Stack, status_markdown
+from sglang_gemma4.cli import Stack
+from sglang_gemma4.readme_table import BEGIN as README_BEGIN, END as README_END, patch_table
 from sglang_gemma4.layout import Layout
 from sglang_gemma4.lint import lint
 
@@ -72,4 +73,4 @@ def test_readme_patch_table_is_current(stack):
     readme = (ROOT / "README.md").read_text()
     assert README_BEGIN in readme and README_END in readme
     table = readme.split(README_BEGIN, 1)[1].split(README_END, 1)[0].strip()
-    assert table == status_markdown(stack), "README patch table is stale: run `make readme`"
+    assert table == patch_table(stack.series), "README patch table is stale: run `make readme`"

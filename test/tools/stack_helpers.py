@@ -2,6 +2,7 @@
 copies of the verified wheels that `make fetch` cached) and synthetic patches."""
 
 import difflib
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -13,11 +14,17 @@ from sglang_gemma4.pin import Pin
 REPO = Path(__file__).resolve().parents[2]
 
 
+def blob_id(text: str) -> str:
+    data = text.encode()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
 def make_patch(name: str, path: str, old: str, new: str, subject: str = "") -> str:
-    """Patch text for changing repo file `path` from `old` to `new`, with a minimal header."""
+    """Patch text for changing repo file `path` from `old` to `new`, with a minimal header and the
+    blob ids `git apply --3way` needs, as the series' own patches carry."""
     body = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}"))
     header = f"From: T <t@example.com>\nSubject: {subject or name}\nAuthor: T <t@example.com>\n\nWhy: test.\n\n---\n"
-    return header + f"diff --git a/{path} b/{path}\n" + body
+    return header + f"diff --git a/{path} b/{path}\nindex {blob_id(old)}..{blob_id(new)} 100644\n" + body
 
 
 def replace_line(text: str, lineno: int, new_line: str) -> str:

@@ -1,84 +1,227 @@
-"""rebase onto a (synthetic) newer release: clean / refreshed / already upstream / conflict."""
+"""The rebase workflow on a synthetic newer release: stop at a conflict, resolve, continue, finish;
+abort; already-upstream by text and by the patch's own tests (drop or keep); every failing hunk
+named, and a hunk that needs a dropped patch told apart from one upstream broke; rebase-check's
+report and drift-status."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from stack_helpers import make_patch, replace_line
 
 from sglang_gemma4.patchfile import PatchFile
 from sglang_gemma4.pin import Pin
+from sglang_gemma4.readme_table import BEGIN, END
 
 NEW_VERSION = "0.5.99"
-FILES = {
-    "clean": "python/sglang/version.py",
-    "shifted": "python/sglang/srt/server_args.py",
-    "landed": "python/sglang/global_config.py",
-    "clash": "python/sglang/utils.py",
-}
+CLEAN, SHIFTED, CLASH = "python/sglang/version.py", "python/sglang/srt/server_args.py", "python/sglang/utils.py"
+LANDED = "python/sglang/global_config.py"
 
 
-def newer_release(checkout, tmp: Path, edits: dict[str, str]) -> Path:
-    """The pinned wheel with `edits` (repo path -> new text), repacked as NEW_VERSION."""
-    pin = checkout.pin
-    wheel = checkout.layout.cache_dir / pin.wheel().file
-    subprocess.run([sys.executable, "-m", "wheel", "unpack", "-d", str(tmp), str(wheel)], check=True,
-                   capture_output=True)
-    unpacked = tmp / f"sglang-{pin.version}"
-    for repo_path, text in edits.items():
-        (unpacked / repo_path[len("python/"):]).write_text(text)
-    (unpacked / f"sglang-{pin.version}.dist-info").rename(unpacked / f"sglang-{NEW_VERSION}.dist-info")
-    out = tmp / "dist"
-    out.mkdir()
-    subprocess.run([sys.executable, "-m", "wheel", "pack", "-d", str(out), str(unpacked)], check=True,
-                   capture_output=True)
-    (built,) = out.glob("*.whl")
+def newer_release(checkout, tmp: Path, edits: dict[str, str]) -> list[Path]:
+    """The pinned wheels with `edits` (repo path -> new text), repacked as NEW_VERSION."""
+    built = []
+    for wheel in checkout.pin.wheels:
+        work = tmp / wheel.python
+        work.mkdir(parents=True)
+        subprocess.run([sys.executable, "-m", "wheel", "unpack", "-d", str(work),
+                        str(checkout.layout.cache_dir / wheel.file)], check=True, capture_output=True)
+        unpacked = work / f"sglang-{checkout.pin.version}"
+        for repo_path, text in edits.items():
+            (unpacked / repo_path[len("python/"):]).write_text(text)
+        info = unpacked / f"sglang-{checkout.pin.version}.dist-info"
+        info.rename(unpacked / f"sglang-{NEW_VERSION}.dist-info")
+        subprocess.run([sys.executable, "-m", "wheel", "pack", "-d", str(work), str(unpacked)], check=True,
+                       capture_output=True)
+        built += work.glob("*.whl")
     return built
 
 
-def test_rebase_reports_each_outcome(checkout, tmp_path):
-    up = {key: checkout.upstream_file(path) for key, path in FILES.items()}
-    ours = {
-        "clean": up["clean"] + "# ours\n",
-        "shifted": replace_line(up["shifted"], 400, "# ours at 400"),
-        "landed": replace_line(up["landed"], 10, "# ours, later upstream"),
-        "clash": replace_line(up["clash"], 30, "# ours at 30"),
+def with_readme(checkout) -> None:
+    (checkout.root / "README.md").write_text(f"# test\n\n{BEGIN}\nold table\n{END}\n")
+
+
+def repository_files(checkout) -> dict[str, str]:
+    files = [checkout.layout.pin_file, *checkout.layout.patches_dir.iterdir(), checkout.root / "README.md"]
+    return {p.name: p.read_text() for p in files if p.is_file()}
+
+
+def rebase(checkout, *args: str) -> subprocess.CompletedProcess:
+    return checkout.tool("rebase", *args, "--python", sys.executable)
+
+
+@pytest.fixture
+def up(checkout) -> dict[str, str]:
+    return {path: checkout.upstream_file(path) for path in (CLEAN, SHIFTED, CLASH, LANDED)}
+
+
+def test_conflict_stops_resolve_continue_finishes(checkout, up, tmp_path):
+    ours_clash = replace_line(replace_line(up[CLASH], 30, "# ours at 30"), 60, "# ours at 60")
+    patches = {
+        "0010-clean.patch": make_patch("clean", CLEAN, up[CLEAN], up[CLEAN] + "# ours\n"),
+        "0020-shifted.patch": make_patch("shifted", SHIFTED, up[SHIFTED], replace_line(up[SHIFTED], 400, "# ours at 400")),
+        "0030-clash.patch": make_patch("clash", CLASH, up[CLASH], ours_clash),
     }
-    patches = {f"00{i}0-{key}.patch": make_patch(key, FILES[key], up[key], ours[key])
-               for i, key in enumerate(FILES, start=1)}
     checkout.write_series(patches)
+    with_readme(checkout)
     assert checkout.tool("apply").returncode == 0
-    new_wheel = newer_release(checkout, tmp_path / "release", {
-        FILES["shifted"]: "# new\n# upstream\n# lines\n" + up["shifted"],
-        FILES["landed"]: ours["landed"],
-        FILES["clash"]: replace_line(up["clash"], 30, "# upstream changed line 30"),
-    })
-    pin_before = checkout.layout.pin_file.read_text()
+    release_clash = replace_line(replace_line(up[CLASH], 30, "# upstream 30"), 60, "# upstream 60")
+    wheels = newer_release(checkout, tmp_path / "release", {
+        SHIFTED: "# new\n# upstream\n# lines\n" + up[SHIFTED], CLASH: release_clash})
+    before = repository_files(checkout)
+    old = checkout.pin.version
 
-    proc = checkout.tool("rebase", "--wheel", str(new_wheel))
+    proc = rebase(checkout, "--wheel", *map(str, wheels))
     assert proc.returncode == 1
-    verdicts = {line.split("|")[2].strip(): line.split("|")[3].strip()
-                for line in proc.stdout.splitlines() if line.startswith("| ") and not line.startswith("| #")}
-    assert verdicts == {"0010-clean.patch": "clean", "0020-shifted.patch": "refreshed",
-                        "0030-landed.patch": "already upstream", "0040-clash.patch": "conflict"}
-    assert f"{FILES['clash']}: hunk #1" in proc.stderr
-    assert checkout.layout.pin_file.read_text() == pin_before  # nothing written on conflict
-    assert {p.name: p.read_text() for p in checkout.layout.patches_dir.glob("*.patch")} == patches
+    assert "stopped at patch 3/3 0030-clash.patch" in proc.stdout
+    assert f"{CLASH} hunk #1" in proc.stdout and f"{CLASH} hunk #2" in proc.stdout  # every failing hunk
+    assert "conflicts with upstream" in proc.stdout and "conflict markers" in proc.stdout
+    assert repository_files(checkout) == before  # nothing written before the last patch
+    work_file = checkout.layout.work_dir / CLASH
+    assert "<<<<<<<" in work_file.read_text()
+    assert checkout.git("rev-parse", "--abbrev-ref", "HEAD") == f"rebase/{NEW_VERSION}"
 
-    del patches["0040-clash.patch"]
-    checkout.write_series(patches)
-    assert checkout.tool("apply").returncode == 0
-    proc = checkout.tool("rebase", "--wheel", str(new_wheel))
-    assert proc.returncode == 0, proc.stderr
+    refused = checkout.tool("rebase", "--continue")
+    assert refused.returncode == 1 and f"{CLASH}: conflict markers left" in refused.stderr
+    assert checkout.tool("refresh").returncode == 1  # no export under a rebase's feet
+
+    resolved = replace_line(replace_line(release_clash, 30, "# ours at 30, on upstream 30"), 60, "# upstream 60")
+    work_file.write_text(resolved)
+    proc = checkout.tool("rebase", "--continue")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     assert Pin.load(checkout.layout.pin_file).version == NEW_VERSION
-    assert not (checkout.layout.patches_dir / "0030-landed.patch").exists()
-    series = checkout.layout.series_file.read_text()
-    assert f"# 0030-landed.patch: dropped, applied upstream in {NEW_VERSION}" in series
+    clash = PatchFile.read(checkout.layout.patches_dir / "0030-clash.patch")
+    assert "+# ours at 30, on upstream 30" in clash.diff and "# ours at 60" not in clash.diff
+    assert clash.header == PatchFile(Path("x"), patches["0030-clash.patch"]).header
     shifted = PatchFile.read(checkout.layout.patches_dir / "0020-shifted.patch")
-    assert "+# ours at 400" in shifted.diff
     assert [h.old_start for h in shifted.hunks] == [
         h.old_start + 3 for h in PatchFile(Path("x"), patches["0020-shifted.patch"]).hunks]
+    readme = (checkout.root / "README.md").read_text()
+    assert "old table" not in readme and "[0030-clash.patch](patches/0030-clash.patch)" in readme
+    report = proc.stdout
+    assert "| 0010-clean.patch | clean |" in report and "| 0030-clash.patch | resolved by hand | 2 (2) |" in report
     assert checkout.git("log", "--reverse", "--format=%s").splitlines() == [
-        f"sglang {NEW_VERSION} (pristine upstream)", "clean", "shifted"]
+        f"sglang {NEW_VERSION} (pristine upstream)", "clean", "shifted", "clash"]
     assert "up to date" in checkout.tool("apply").stdout
-    checkout.git("range-diff", "upstream/0.5.12..gemma4-0.5.12", f"upstream/{NEW_VERSION}..gemma4")
+    checkout.git("range-diff", f"upstream/{old}..gemma4-{old}", f"upstream/{NEW_VERSION}..gemma4")
+
+
+def test_abort_restores_the_old_stack(checkout, up, tmp_path):
+    patches = {"0010-clash.patch": make_patch("clash", CLASH, up[CLASH], replace_line(up[CLASH], 30, "# ours"))}
+    checkout.write_series(patches)
+    assert checkout.tool("apply").returncode == 0
+    head = checkout.git("rev-parse", "HEAD")
+    before = repository_files(checkout)
+    wheels = newer_release(checkout, tmp_path / "release", {CLASH: replace_line(up[CLASH], 30, "# theirs")})
+    assert rebase(checkout, "--wheel", *map(str, wheels)).returncode == 1
+    assert checkout.tool("apply").returncode == 1  # apply refuses while the rebase is stopped
+
+    proc = checkout.tool("rebase", "--abort")
+    assert proc.returncode == 0, proc.stderr
+    assert checkout.git("rev-parse", "HEAD") == head
+    assert checkout.git("rev-parse", "--abbrev-ref", "HEAD") == "gemma4"
+    assert checkout.git("status", "--porcelain") == ""
+    assert f"rebase/{NEW_VERSION}" not in checkout.git("branch", "--list")
+    assert repository_files(checkout) == before
+    assert "up to date" in checkout.tool("apply").stdout
+
+
+def test_upstream_by_text_is_proposed_and_dropped(checkout, up, tmp_path):
+    landed = replace_line(up[LANDED], 10, "# ours, later upstream")
+    patches = {"0010-landed.patch": make_patch("landed", LANDED, up[LANDED], landed),
+               "0020-clean.patch": make_patch("clean", CLEAN, up[CLEAN], up[CLEAN] + "# ours\n")}
+    checkout.write_series(patches)
+    assert checkout.tool("apply").returncode == 0
+    wheels = newer_release(checkout, tmp_path / "release", {LANDED: landed})
+    proc = rebase(checkout, "--wheel", *map(str, wheels))
+    assert proc.returncode == 1
+    assert "0010-landed.patch: it looks already upstream" in proc.stdout and "reverse-applies" in proc.stdout
+
+    kept = checkout.tool("rebase", "--continue")  # keeping a change the release already holds: nothing to keep
+    assert kept.returncode == 1 and "changes nothing" in kept.stderr
+    proc = checkout.tool("rebase", "--continue", "--drop", "--why", "global_config.py has it")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not (checkout.layout.patches_dir / "0010-landed.patch").exists()
+    series = checkout.layout.series_file.read_text()
+    assert f"# 0010-landed.patch: dropped in the move to sglang {NEW_VERSION}: already upstream (text)" in series
+    assert series.splitlines()[1].endswith("; global_config.py has it")
+    assert "0020-clean.patch" in series.split("dropped")[-1]
+
+
+def upstream_by_tests_series(checkout, up) -> dict[str, str]:
+    """A patch whose own test checks for a marker; the release gets the marker another way."""
+    test = checkout.root / "test" / "test_marker.py"
+    test.parent.mkdir(exist_ok=True)
+    test.write_text("import os\nfrom pathlib import Path\n\n\ndef test_marker():\n"
+                    f"    assert 'MARKER' in (Path(os.environ['SGLANG_GEMMA4_TREE']) / '{CLEAN}').read_text()\n")
+    patch = make_patch("marker", CLEAN, up[CLEAN], up[CLEAN] + "# MARKER, ours\n")
+    patch = patch.replace("Author: T <t@example.com>\n", "Author: T <t@example.com>\nTests: test/test_marker.py\n")
+    return {"0010-marker.patch": patch}
+
+
+@pytest.mark.parametrize("decision", ["keep", "drop"])
+def test_upstream_by_tests_asks_the_maintainer(checkout, up, tmp_path, decision):
+    checkout.write_series(upstream_by_tests_series(checkout, up))
+    assert checkout.tool("apply").returncode == 0
+    wheels = newer_release(checkout, tmp_path / "release", {CLEAN: "# MARKER, upstream's own\n" + up[CLEAN]})
+    proc = rebase(checkout, "--wheel", *map(str, wheels))
+    assert proc.returncode == 1
+    assert "already upstream (tests): its tests pass without it (1 passed, 0 failed" in proc.stdout
+
+    proc = checkout.tool("rebase", "--continue", *(["--drop"] if decision == "drop" else []))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    patch_file = checkout.layout.patches_dir / "0010-marker.patch"
+    if decision == "drop":
+        assert not patch_file.exists()
+        assert "already upstream (tests)" in checkout.layout.series_file.read_text()
+    else:
+        assert "+# MARKER, ours" in PatchFile.read(patch_file).diff
+        assert "| 0010-marker.patch | kept though it looked upstream |" in proc.stdout
+
+
+def test_hunk_needing_a_dropped_patch_is_told_apart(checkout, up, tmp_path):
+    first = replace_line(up[CLASH], 30, "# first patch at 30")
+    second = replace_line(first, 31, "# second patch at 31, beside the first")
+    patches = {"0010-first.patch": make_patch("first", CLASH, up[CLASH], first),
+               "0020-second.patch": make_patch("second", CLASH, first, second)}
+    checkout.write_series(patches)
+    assert checkout.tool("apply").returncode == 0
+    wheels = newer_release(checkout, tmp_path / "release", {CLASH: replace_line(up[CLASH], 30, "# upstream 30")})
+    proc = rebase(checkout, "--wheel", *map(str, wheels))
+    assert "0010-first.patch" in proc.stdout and "conflicts with upstream" in proc.stdout
+    proc = checkout.tool("rebase", "--continue", "--drop")
+    assert proc.returncode == 1
+    assert "stopped at patch 2/2 0020-second.patch" in proc.stdout
+    assert "depends on 0010-first.patch, which was not taken" in proc.stdout
+    assert checkout.tool("rebase", "--abort").returncode == 0
+
+
+def test_rebase_check_reports_and_drift_status_detects_a_stale_report(checkout, up, tmp_path):
+    landed = replace_line(up[LANDED], 10, "# ours, later upstream")
+    patches = {"0010-clean.patch": make_patch("clean", CLEAN, up[CLEAN], up[CLEAN] + "# ours\n"),
+               "0020-landed.patch": make_patch("landed", LANDED, up[LANDED], landed),
+               "0030-clash.patch": make_patch("clash", CLASH, up[CLASH], replace_line(up[CLASH], 30, "# ours"))}
+    checkout.write_series(patches)
+    assert checkout.tool("apply").returncode == 0
+    head = checkout.git("rev-parse", "HEAD")
+    wheels = newer_release(checkout, tmp_path / "release", {
+        LANDED: landed, CLASH: replace_line(up[CLASH], 30, "# theirs")})
+    assert checkout.tool("drift-status").returncode == 1  # no report yet
+
+    proc = checkout.tool("rebase-check", "--wheel", *map(str, wheels), "--skip-tests")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((checkout.root / "docs" / "drift" / f"sglang-{NEW_VERSION}.json").read_text())
+    assert [(p["name"], p["verdict"], p["hunks"], p["failed_hunks"]) for p in report["patches"]] == [
+        ("0010-clean.patch", "applies", 1, 0),
+        ("0020-landed.patch", "already upstream (text)", 1, 1),
+        ("0030-clash.patch", "conflicts with upstream", 1, 1)]
+    assert f"{CLASH} hunk #1" in (checkout.root / "docs" / "drift" / f"sglang-{NEW_VERSION}.md").read_text()
+    assert checkout.git("rev-parse", "HEAD") == head and checkout.git("status", "--porcelain") == ""
+    assert checkout.tool("drift-status").returncode == 0
+
+    (checkout.layout.patches_dir / "0010-clean.patch").write_text(
+        make_patch("clean", CLEAN, up[CLEAN], up[CLEAN] + "# ours, changed\n"))
+    stale = checkout.tool("drift-status")
+    assert stale.returncode == 1 and f"make rebase-check TO={NEW_VERSION}" in stale.stdout
