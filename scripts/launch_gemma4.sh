@@ -76,18 +76,13 @@ args+=(
   --sampling-backend pytorch          # flashinfer's sampling kernels JIT-compile for ~74 s on first use
   --grammar-backend none              # structured output is not part of the offline bundle
   --mem-fraction-static "$mem" --context-length "$ctx"
-  --cuda-graph-max-bs 64
+  --cuda-graph-max-bs-decode 64
 )
 # sglang's own option: the experts' down GEMM adds each token's top-k outputs into the layer output
 # (bf16 atomics) instead of a separate sum kernel. One H100, same call: decode at 32 running x1.19,
 # batch 1 unchanged (benchmark_results/2026-11-23-h100-26b-a4b-gdd00e9604a-coldstart-dual-stream-fused-sum);
 # parity vs transformers kept (2026-11-23-h100-all-gf4025de4e2-parity-ab-fused-rope).
 [ "$variant" = 26b-a4b ] && args+=(--enable-fused-moe-sum-all-reduce)
-case "$variant:${SGLANG_GEMMA4_BUILD:-}" in
-  # Pristine 0.5.12 dies capturing piecewise CUDA graphs for KV-shared layers (key=value=None);
-  # patch 0001 fixes it, so only the pristine build needs upstream's workaround.
-  e2b:pristine|e4b:pristine) args+=(--disable-piecewise-cuda-graph) ;;
-esac
 if [ "$mtp" = 1 ]; then
   [ -n "$draft" ] || { echo "launch_gemma4: --mtp with --model needs --draft DIR (a Gemma4AssistantForCausalLM checkpoint)" >&2; exit 2; }
   args+=(--speculative-algorithm NEXTN --speculative-draft-model-path "$draft"

@@ -54,7 +54,6 @@ NOT_LOADED = {
     "torchcodec": "video decoding (multimodal)",
     "decord2": "video decoding (aarch64)",
     "av": "video decoding (aarch64)",
-    "xgrammar": "structured output (--grammar-backend none)",
     "llguidance": "structured output",
     "outlines": "structured output",
     "modelscope": "model hub client",
@@ -65,13 +64,20 @@ NOT_LOADED = {
     "cuda-python": "metapackage; the image has cuda-bindings",
     "nvidia-cudnn-frontend": "flashinfer's cuDNN attention path",
     "mistral-common": "Mistral tokenizers",
+    "nvidia-mathdx": "header library for the EPLB solver's JIT (not served here)",
 }
 # Imported at module level on the serving path although sglang 0.5.12 does not declare them.
 UNDECLARED = ("jsonschema",)  # sglang/srt/entrypoints/openai/serving_chat.py
-# What is kept of sglang-kernel (~320 MB, nearly all FA3/FlashMLA/SM100 libraries) on an SM90 host. Without
+# What is kept of sglang-kernel (~380 MB, nearly all FA3/FlashMLA/SM100 libraries) on an SM90 host. Without
 # FA3, a multimodal server there needs --mm-attention-backend triton_attn (check.sh mm-ab passes it).
-KERNEL_KEEP = re.compile(r"^(sgl_kernel/[^/]+\.py|sgl_kernel/quantization/.*|sgl_kernel/{arch}/.*"
+KERNEL_KEEP = re.compile(r"^(sgl_kernel/[^/]+\.py|sgl_kernel/(?:quantization|infllm_v2)/[^/]+\.py|sgl_kernel/{arch}/.*"
                          r"|sgl_kernel/spatial_ops\.abi3\.so|triton_kernels/.*|[^/]+\.dist-info/.*)$")
+# What is left out of other wheels: files for building against them, never loaded (xgrammar's 65 MB
+# static library beside the extension the server imports).
+WHEEL_DROP = {"xgrammar": re.compile(r"^xgrammar/lib/.*\.a$")}
+# Wheels whose extensions ship with DWARF debug info, which nothing here reads: xgrammar's 53 MB
+# bindings are 3 MB without it.
+STRIP_DEBUG = {"xgrammar"}
 
 
 @dataclass(frozen=True)
@@ -201,22 +207,34 @@ def download(target: Target, packages: dict[str, str], dest: Path, log=print) ->
     return sorted(dest.glob("*.whl"))
 
 
-def trim_kernel_wheel(wheel: Path, arch: str, dest: Path) -> Path:
-    """sglang-kernel with only what `arch` loads, repacked by `wheel` (RECORD rewritten)."""
-    keep = re.compile(KERNEL_KEEP.pattern.format(arch=arch))
+def trim_wheel(wheel: Path, keep, dest: Path, strip_debug: bool = False) -> Path:
+    """The wheel with only the files `keep(path)` accepts (and its shared libraries without debug
+    info if asked), repacked by `wheel` (RECORD rewritten)."""
     with tempfile.TemporaryDirectory() as tmp:
         subprocess.run([sys.executable, "-m", "wheel", "unpack", "-d", tmp, str(wheel)], check=True, capture_output=True)
         (unpacked,) = Path(tmp).iterdir()
         for path in sorted(unpacked.rglob("*"), reverse=True):
             rel = path.relative_to(unpacked).as_posix()
-            if path.is_file() and not keep.match(rel):
+            if path.is_file() and not keep(rel):
                 path.unlink()
             elif path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
+            elif strip_debug and path.suffix == ".so":
+                subprocess.run(["strip", "--strip-debug", str(path)], check=True, capture_output=True)
         subprocess.run([sys.executable, "-m", "wheel", "pack", "-d", str(dest), str(unpacked)], check=True,
                        capture_output=True)
     (trimmed,) = dest.glob(wheel.name.split("-")[0] + "-*.whl")
     return trimmed
+
+
+def wheel_filter(wheel: Path, arch: str):
+    """keep(path) for a wheel the bundle trims, or None to carry it whole."""
+    dist = wheel.name.split("-")[0]
+    if dist == "sglang_kernel":
+        return re.compile(KERNEL_KEEP.pattern.format(arch=arch)).match
+    if dist in WHEEL_DROP:
+        return lambda rel: not WHEEL_DROP[dist].match(rel)
+    return None
 
 
 def store_uncompressed(wheel: Path) -> None:
@@ -283,10 +301,12 @@ def build_bundle(layout: Layout, target_file: Path, out_dir: Path, log=print) ->
         wheels_dir = Path(tmp) / "wheels"
         wheels = download(target, packages, wheels_dir, log)
         for wheel in wheels:
-            if wheel.name.startswith("sglang_kernel-"):
-                trimmed_dir = Path(tmp) / "trimmed"
-                trimmed_dir.mkdir()
-                trimmed = trim_kernel_wheel(wheel, target.cuda_arch, trimmed_dir)
+            keep = wheel_filter(wheel, target.cuda_arch)
+            if keep is not None:
+                trimmed_dir = Path(tmp) / "trimmed" / wheel.name
+                trimmed_dir.mkdir(parents=True)
+                strip_debug = wheel.name.split("-")[0] in STRIP_DEBUG
+                trimmed = trim_wheel(wheel, keep, trimmed_dir, strip_debug)
                 wheel.unlink()
                 shutil.move(str(trimmed), wheels_dir / trimmed.name)
         shutil.copy2(sglang_wheel, wheels_dir / sglang_wheel.name)

@@ -3,10 +3,10 @@
 
     python -m sglang_gemma4.prebuild --model DIR [--tp N]
 
-sglang 0.5.12 compiles several CUDA modules with nvcc the first time a forward pass needs them:
-its JIT kernels (RoPE per rotary width, the KV-cache store per row size, the activation, the
-overlap scheduler's two position kernels) and, through sgl_kernel's rmsnorm, FlashInfer's norm
-module. A server meets them one after another during its first CUDA-graph capture: on an H100 with
+sglang compiles several CUDA modules with nvcc the first time a forward pass needs them: its JIT
+kernels (0.5.17: sglang/kernels/ops; RoPE per rotary width, the KV-cache store per K/V row size,
+the activation, the overlap scheduler's position clamp) and, through sgl_kernel's rmsnorm,
+FlashInfer's norm module. A server meets them one after another during its first CUDA-graph capture: on an H100 with
 empty caches they took ~95 of a 26B-A4B start's 205 s
 (benchmark_results/2026-11-22-h100-26b-a4b-g5723c55349-coldstart/). Each is one nvcc process, so
 built side by side they cost about the longest one. They land in the caches the server reads
@@ -38,11 +38,10 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 # (module, loader) of each JIT build; the loaders are sglang's own cached constructors
-ROPE = ("sglang.jit_kernel.rope", "_jit_fused_rope_module")
-KV_STORE = ("sglang.jit_kernel.kvcache", "_jit_kvcache_module")
-ACTIVATION = ("sglang.jit_kernel.activation", "_jit_activation_module")
-RESOLVE_FUTURE = ("sglang.jit_kernel.resolve_future_token_ids", "_jit_resolve_future_token_ids_module")
-CLAMP_POSITION = ("sglang.jit_kernel.clamp_position", "_jit_clamp_position_module")
+ROPE = ("sglang.kernels.ops.attention.rope", "_jit_fused_rope_module")
+KV_STORE = ("sglang.kernels.ops.kvcache.kvcache", "_jit_kvcache_module")
+ACTIVATION = ("sglang.kernels.ops.activation.activation", "activation_module")
+CLAMP_POSITION = ("sglang.kernels.ops.attention.clamp_position", "_jit_clamp_position_module")
 FLASHINFER_NORM = ("sglang_gemma4.prebuild", "flashinfer_cuda_norm")
 BF16_BYTES = 2
 
@@ -64,10 +63,10 @@ def builds(text_config: dict, tp: int = 1) -> list[tuple[str, str, tuple]]:
             text_config.get("num_global_key_value_heads") or text_config["num_key_value_heads"])
     head_dims = sorted({sliding[0], full[0]})
     rows = sorted({kv_heads_per_rank(heads, tp) * dim * BF16_BYTES for dim, heads in (sliding, full)})
-    return ([(*ROPE, (True, dim, torch.bfloat16)) for dim in head_dims]  # Gemma-4's RoPE is NeoX-style
-            + [(*KV_STORE, (row,)) for row in rows]
-            + [(*ACTIVATION, (torch.bfloat16,)), (*RESOLVE_FUTURE, (torch.int64,)),
-               (*CLAMP_POSITION, (torch.int64,)), (*FLASHINFER_NORM, ())])
+    # Gemma-4's RoPE is NeoX-style, q and k both bf16; K and V rows are equally wide
+    return ([(*ROPE, (True, dim, torch.bfloat16, torch.bfloat16)) for dim in head_dims]
+            + [(*KV_STORE, (row, row)) for row in rows]
+            + [(*ACTIVATION, (torch.bfloat16,)), (*CLAMP_POSITION, (torch.int64,)), (*FLASHINFER_NORM, ())])
 
 
 def flashinfer_cuda_norm() -> None:

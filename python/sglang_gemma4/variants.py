@@ -57,6 +57,8 @@ ASSISTANT_COMMON = {
     "hidden_size": 1024, "intermediate_size": 8192, "num_hidden_layers": 4,
     "layer_types": ["sliding_attention"] * 3 + ["full_attention"], "num_kv_shared_layers": 4,
     "attention_k_eq_v": True, "hidden_size_per_layer_input": 0,
+    # no per-layer inputs: transformers 5.12+ rejects a PLE vocabulary without them
+    "vocab_size_per_layer_input": 0,
 }
 ASSISTANTS = {
     "26b-a4b": {"num_attention_heads": 16, "num_key_value_heads": 8, "num_global_key_value_heads": 2},

@@ -6,7 +6,7 @@
 #   smoke        the four variants, full size, dummy weights, CUDA graphs (patched build):
 #                server up, /generate, /v1/chat/completions, KV pool sizes
 #   mtp          the MTP preset: 26B-A4B-shaped target + assistant draft, full size, dummy weights
-#                (pristine, then patched; pristine 0.5.12 cannot load the draft's config)
+#                (pristine, then patched)
 #   bad-input    malformed and hostile requests against a server (default variant e2b)
 #   gpu-tests    every patch's tests on the GPU against the bundle's patched tree (CUDA kernels
 #                for real, and the `gpu`-marked cases CI skips; also the graph-replay timer's), or
@@ -34,9 +34,6 @@
 #   memory       weight memory and KV pool per build, model runner only (harness/memory.py): the
 #                conditional class at --mem-fraction-static 0.85 (towers built or not, default 31b,e4b),
 #                then dense causal 31B with sglang's own memory settings (patch 0011's defaults)
-#   pcg          the conditional class (default 31b, reduced layers, random weights) served by the
-#                patched build with piecewise graphs as gated (off) and forced on by the opt-in, vs
-#                transformers (parity); the server logs say whether piecewise graphs were captured
 #   tp2-parity   tensor parallel 2 (nvidia-h200-x2), patched build, reduced-layer 31B vs transformers:
 #                FlashInfer allreduce + RMSNorm fusion on (0060/0070) and off
 #   tp2-ab       tensor parallel 2, full 31B shape, patched build: setups fused (default), unfused
@@ -80,11 +77,11 @@
 #                the leaf-lock release (-leaf) or --disable-radix-cache (-noradix)), into $OUT/swa;
 #                piecewise graphs off for a shorter start (prefill speed is not what it compares);
 #                $SWA_WORKLOADS picks workloads
-#   baseline     pristine 0.5.12 benchmarks: chat 1000/1000, summarization 8000/1000, batch-1
+#   baseline     pristine sglang benchmarks: chat 1000/1000, summarization 8000/1000, batch-1
 #                decode (default variant 26b-a4b; e.g. baseline:e4b)
 #
 # PATCHED_ENV="KEY=VALUE ..." is given to the patched servers of parity and ab (opt-in switches);
-# AB_FLAGS replaces ab's server flags (default --cuda-graph-max-bs 32).
+# AB_FLAGS replaces ab's server flags (default --cuda-graph-max-bs-decode 32).
 # Results and logs go to $OUT (default ./gpu-results) and, packed, to $OUT/results.tgz (the device
 # tool returns few files); the tables are printed last.
 set -euo pipefail
@@ -104,7 +101,7 @@ bash scripts/gpu/setup.sh dist/bundle 2>&1 | tee "$OUT/setup.log"
 use_build() { . "$PREFIX/env-$1.sh"; export PYTHONPATH=$PWD/python:$PYTHONPATH; }
 use_build pristine
 # Small capture sets keep each server start short; the benches below use the preset's.
-SMOKE_FLAGS=(--cuda-graph-max-bs 8 --piecewise-cuda-graph-max-tokens 512)
+SMOKE_FLAGS=(--cuda-graph-max-bs-decode 8 --cuda-graph-max-bs-prefill 512)
 status=0  # a failing stage is reported, and the next stage still runs
 for arg in "$@"; do
   stage=${arg%%:*}
@@ -126,7 +123,7 @@ for arg in "$@"; do
     routing) ( use_build patched
                python3 scripts/bench_gemma4_routing.py --out "$OUT/routing" ) || status=1 ;;
     serve) ( . "$PREFIX/env-patched.sh"; exec setsid make serve \
-               SERVE_FLAGS="-- --cuda-graph-max-bs 8 --piecewise-cuda-graph-max-tokens 512" ) > "$OUT/serve.log" 2>&1 &
+               SERVE_FLAGS="-- --cuda-graph-max-bs-decode 8 --cuda-graph-max-bs-prefill 512" ) > "$OUT/serve.log" 2>&1 &
            serve_pid=$!
            python3 -m sglang_gemma4.harness.ask 2>&1 | tee "$OUT/serve-check.txt" || status=1
            kill -- -"$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true ;;
@@ -143,7 +140,7 @@ for arg in "$@"; do
            done ;;
     ab) for v in ${variants:-26b-a4b}; do
           python3 -m sglang_gemma4.harness.bench --variant "$v" --builds pristine patched --workloads ${AB_WORKLOADS:-chat batch1} \
-            --out "$OUT/ab-$v" --patched-env ${PATCHED_ENV:-} -- ${AB_FLAGS:---cuda-graph-max-bs 32} || status=1
+            --out "$OUT/ab-$v" --patched-env ${PATCHED_ENV:-} -- ${AB_FLAGS:---cuda-graph-max-bs-decode 32} || status=1
         done ;;
     step-trace) setups=(--builds pristine patched)
                 if [ -n "${TRACE_SETUPS:-}" ]; then
@@ -158,7 +155,7 @@ for arg in "$@"; do
                SGLANG_OPT_USE_FUSED_GEMMA4_MOE_NORMS=0}
              for v in ${variants:-26b-a4b}; do
                python3 -m sglang_gemma4.harness.bench --variant "$v" --out "$OUT/kernels-$v" --workloads ${KERNEL_WORKLOADS:-batch1 chat} \
-                 --config "unfused=patched $unfused" --config "fused=patched" -- ${KERNEL_FLAGS:---cuda-graph-max-bs 64} || status=1
+                 --config "unfused=patched $unfused" --config "fused=patched" -- ${KERNEL_FLAGS:---cuda-graph-max-bs-decode 64} || status=1
              done ;;
     profile) batches=${PROFILE_BATCH_SIZES:+--batch-sizes $PROFILE_BATCH_SIZES}
              for v in ${variants:-26b-a4b}; do
@@ -173,15 +170,6 @@ for arg in "$@"; do
               --archs conditional --memory explicit || status=1
             python3 -m sglang_gemma4.harness.memory --out "$OUT/memory" --variants 31b --archs causal \
               --memory auto || status=1 ;;
-    pcg) for v in ${variants:-31b}; do
-           for mode in gated forced-on; do
-             pcg_env=$([ $mode = forced-on ] && echo SGLANG_ENABLE_PIECEWISE_CUDA_GRAPH_FOR_MM=1 || true)
-             python3 -m sglang_gemma4.harness.parity --arch conditional --variants "$v" --builds patched \
-               --out "$OUT/pcg-$mode" --patched-env $pcg_env || status=1
-             echo "pcg $v $mode: $(grep -c 'Capture piecewise CUDA graph end' "$OUT/pcg-$mode/$v-patched.log" || true)" \
-               "piecewise captures" | tee -a "$OUT/pcg-captures.txt"
-           done
-         done ;;
     tp2-parity) # sglang serves TP unfused, with only a warning, when flashinfer.comm does not import
                 if ! ( use_build patched; python3 -c "import flashinfer.comm" ) > "$OUT/flashinfer-comm.txt" 2>&1; then
                   echo "check: flashinfer.comm does not import, so the fused side would run unfused:" >&2
@@ -200,13 +188,13 @@ for arg in "$@"; do
               setups+=(--config "$name=patched ${tp2_setups[$name]}")
             done
             python3 -m sglang_gemma4.harness.bench --variant 31b --out "$OUT/tp2-ab" "${setups[@]}" \
-              --workloads ${TP2_WORKLOADS:-chat} -- --tp-size 2 --cuda-graph-max-bs 32 --disable-piecewise-cuda-graph ||
+              --workloads ${TP2_WORKLOADS:-chat} -- --tp-size 2 --cuda-graph-max-bs-decode 32 --cuda-graph-backend-prefill disabled ||
               status=1 ;;
     mtp-fill) for mtp in ${MTP_SETUPS:-off on}; do
                 python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/mtp-fill" \
                   $([ $mtp = on ] && echo --mtp) --config "mtp-$mtp=patched ${MTP_ENV:-}" \
-                  --workloads ${MTP_WORKLOADS:-summarization-80 chat} -- --cuda-graph-max-bs 32 \
-                  --disable-piecewise-cuda-graph || status=1
+                  --workloads ${MTP_WORKLOADS:-summarization-80 chat} -- --cuda-graph-max-bs-decode 32 \
+                  --cuda-graph-backend-prefill disabled || status=1
               done
               python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/mtp-fill" --summarize-only ;;
     yoco) for v in ${variants:-e2b e4b}; do
@@ -219,13 +207,13 @@ for arg in "$@"; do
             python3 -m sglang_gemma4.harness.bench --variant "$v" --out "$OUT/yoco-$v" \
               --workloads ${YOCO_WORKLOADS:-long-prefill decode-burst} --config "off=patched SGLANG_GEMMA4_YOCO=0" \
               --config "on=patched SGLANG_GEMMA4_YOCO=1" -- --disable-radix-cache \
-              --disable-piecewise-cuda-graph --cuda-graph-max-bs 64 || status=1
+              --cuda-graph-backend-prefill disabled --cuda-graph-max-bs-decode 64 || status=1
           done ;;
     moe-tune) ( use_build patched
                 python3 scripts/tune_gemma4_moe.py --out "$OUT/moe-tune" ${MOE_TUNE_ARGS:-} ) || status=1
               python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/moe-ab" --workloads batch1 chat \
                 --config "shipped=patched" --config "tuned=patched SGLANG_MOE_CONFIG_DIR=$OUT/moe-tune" \
-                -- --cuda-graph-max-bs 32 --disable-piecewise-cuda-graph || status=1 ;;
+                -- --cuda-graph-max-bs-decode 32 --cuda-graph-backend-prefill disabled || status=1 ;;
     coldstart) for v in ${variants:-26b-a4b}; do
                  # every compile cache a start fills, emptied for a cold start so that it is cold throughout
                  caches=/tmp/sglang-gemma4-compile-caches-$v
@@ -259,13 +247,13 @@ for arg in "$@"; do
                done
                for v in ${variants:-26b-a4b}; do
                  python3 -m sglang_gemma4.harness.bench --variant "$v" --out "$OUT/opt-in-ab-$v" \
-                   --workloads ${OPT_IN_WORKLOADS:-batch1 chat} "${setups[@]}" -- --cuda-graph-max-bs 32 || status=1
+                   --workloads ${OPT_IN_WORKLOADS:-batch1 chat} "${setups[@]}" -- --cuda-graph-max-bs-decode 32 || status=1
                done ;;
     tiles-ab) for mtp in ${variants:-off on}; do
                 python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/tiles-ab" \
                   $([ $mtp = on ] && echo --mtp) --config "generic-mtp-$mtp=patched SGLANG_OPT_HOPPER_EXTEND_ATTENTION_TILES=0" \
                   --config "tiles-mtp-$mtp=patched" --workloads ${TILES_AB_WORKLOADS:-summarization} -- \
-                  --cuda-graph-max-bs 32 --disable-piecewise-cuda-graph || status=1
+                  --cuda-graph-max-bs-decode 32 --cuda-graph-backend-prefill disabled || status=1
               done ;;
     mm-ab) for v in ${variants:-e2b}; do
              model=$PWD/checkpoints/$v-conditional
@@ -278,8 +266,8 @@ for arg in "$@"; do
              python3 -m sglang_gemma4.harness.bench --variant "$v" --model "$model" --builds pristine patched \
                --config "patched-no-yoco-ple=patched SGLANG_GEMMA4_YOCO=0 SGLANG_OPT_USE_FUSED_GEMMA4_PLE_TAIL=0" \
                --workloads ${MM_WORKLOADS:-images-6} --out "$OUT/mm-ab-$v" -- --load-format dummy \
-               --enable-multimodal --mm-attention-backend triton_attn --cuda-graph-max-bs 16 \
-               --disable-piecewise-cuda-graph || status=1
+               --enable-multimodal --mm-attention-backend triton_attn --cuda-graph-max-bs-decode 16 \
+               --cuda-graph-backend-prefill disabled || status=1
            done ;;
     swa) declare -A swa_setups=(
            [r0.8]="--swa-full-tokens-ratio 0.8" [r0.15]="--swa-full-tokens-ratio 0.15"
@@ -293,12 +281,12 @@ for arg in "$@"; do
            setups+=(--config "$name=patched ${swa_setups[$name]}")
          done
          python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/swa" "${setups[@]}" \
-           --workloads ${SWA_WORKLOADS:-summarization-80 chat} -- --cuda-graph-max-bs 32 --disable-piecewise-cuda-graph ||
+           --workloads ${SWA_WORKLOADS:-summarization-80 chat} -- --cuda-graph-max-bs-decode 32 --cuda-graph-backend-prefill disabled ||
            status=1 ;;
     baseline) for v in ${variants:-26b-a4b}; do
                 # capture graphs for the largest concurrency the workloads use (32), not the preset's 64
                 python3 -m sglang_gemma4.harness.bench --variant "$v" --builds pristine --out "$OUT/baseline-$v" \
-                  -- --cuda-graph-max-bs 32 || status=1
+                  -- --cuda-graph-max-bs-decode 32 || status=1
               done ;;
     *) echo "check: unknown stage $stage" >&2; exit 2 ;;
   esac

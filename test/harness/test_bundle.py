@@ -1,20 +1,23 @@
 """The offline bundle's pieces that need no network: target loading, the dependency closure, what is
-carried, the sglang-kernel trim and the uncompressed repack."""
+carried, the wheel trims (sglang-kernel's arch, xgrammar's static library) and the uncompressed repack."""
 
+import ctypes
+import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 
 from sglang_gemma4.bundle import (NOT_LOADED, Target, carried, host_conflicts, needed, store_uncompressed,
-                                 trim_kernel_wheel)
+                                 trim_wheel, wheel_filter)
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def target(installed: dict[str, str], override=("transformers==5.6.0",)) -> Target:
+def target(installed: dict[str, str], override=("transformers==5.12.1",)) -> Target:
     return Target(name="t", python="3.12", cuda_arch="sm90", installed=installed, override=override)
 
 
@@ -47,8 +50,8 @@ def test_closure_follows_markers_and_skips_what_is_not_loaded():
 
 def test_carried_leaves_out_what_the_host_has_except_overrides():
     t = target({"anyio": "4.0", "transformers": "5.17.0"})
-    closure = {"anyio": "4.0", "transformers": "5.6.0", "fastapi": "1.0"}
-    assert carried(t, closure) == {"fastapi": "1.0", "transformers": "5.6.0"}
+    closure = {"anyio": "4.0", "transformers": "5.12.1", "fastapi": "1.0"}
+    assert carried(t, closure) == {"fastapi": "1.0", "transformers": "5.12.1"}
 
 
 def fake_wheel(tmp_path: Path, files: dict[str, bytes]) -> Path:
@@ -68,21 +71,45 @@ def fake_wheel(tmp_path: Path, files: dict[str, bytes]) -> Path:
 
 def test_kernel_trim_keeps_only_the_target_arch(tmp_path):
     wheel = fake_wheel(tmp_path, {
-        "sgl_kernel/__init__.py": b"x", "sgl_kernel/quantization/q.py": b"q",
+        "sgl_kernel/__init__.py": b"x", "sgl_kernel/quantization/q.py": b"q", "sgl_kernel/infllm_v2/a.py": b"i",
         "sgl_kernel/sm90/common_ops.abi3.so": b"90", "sgl_kernel/sm100/common_ops.abi3.so": b"100",
         "sgl_kernel/flash_ops.abi3.so": b"fa3", "sgl_kernel/spatial_ops.abi3.so": b"sp",
         "triton_kernels/a.py": b"t", "lib/mscclpp.so": b"m", "include/x.h": b"h",
     })
     out = tmp_path / "trimmed"
     out.mkdir()
-    trimmed = trim_kernel_wheel(wheel, "sm90", out)
+    trimmed = trim_wheel(wheel, wheel_filter(wheel, "sm90"), out)
     names = set(zipfile.ZipFile(trimmed).namelist())
-    assert {"sgl_kernel/__init__.py", "sgl_kernel/quantization/q.py", "sgl_kernel/sm90/common_ops.abi3.so",
+    assert {"sgl_kernel/__init__.py", "sgl_kernel/quantization/q.py", "sgl_kernel/infllm_v2/a.py",
+            "sgl_kernel/sm90/common_ops.abi3.so",
             "sgl_kernel/spatial_ops.abi3.so", "triton_kernels/a.py"} <= names
     assert not names & {"sgl_kernel/sm100/common_ops.abi3.so", "sgl_kernel/flash_ops.abi3.so", "lib/mscclpp.so",
                         "include/x.h"}
     record = zipfile.ZipFile(trimmed).read("sglang_kernel-1.0.dist-info/RECORD").decode()
     assert "flash_ops" not in record and "sm90/common_ops" in record
+
+
+def test_xgrammar_loses_only_its_static_library():
+    keep = wheel_filter(Path("xgrammar-0.2.1-cp312-cp312-manylinux_2_28_x86_64.whl"), "sm90")
+    assert not keep("xgrammar/lib/libxgrammar.a")
+    assert keep("xgrammar/libxgrammar_bindings.so") and keep("xgrammar/matcher.py")
+    assert wheel_filter(Path("fastapi-0.165.0-py3-none-any.whl"), "sm90") is None
+
+
+@pytest.mark.skipif(not (shutil.which("gcc") and shutil.which("strip")), reason="needs gcc and binutils")
+def test_a_stripped_extension_loses_its_debug_info_only(tmp_path):
+    (tmp_path / "ext.c").write_text("int answer(void) { return 42; }\n")
+    library = tmp_path / "ext.so"
+    subprocess.run(["gcc", "-g", "-shared", "-fPIC", "-o", str(library), str(tmp_path / "ext.c")], check=True)
+    wheel = fake_wheel(tmp_path, {"sgl_kernel/ext.so": library.read_bytes()})
+    out = tmp_path / "trimmed"
+    out.mkdir()
+    trimmed = trim_wheel(wheel, lambda rel: True, out, strip_debug=True)
+    stripped = tmp_path / "stripped.so"
+    stripped.write_bytes(zipfile.ZipFile(trimmed).read("sgl_kernel/ext.so"))
+    sections = subprocess.run(["readelf", "-S", str(stripped)], capture_output=True, text=True, check=True).stdout
+    assert ".debug_info" not in sections and ".text" in sections
+    assert ctypes.CDLL(str(stripped)).answer() == 42
 
 
 def test_store_uncompressed_keeps_every_member(tmp_path):

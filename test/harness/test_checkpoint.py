@@ -5,6 +5,7 @@ random weights."""
 import json
 
 import pytest
+import transformers
 import torch
 
 from sglang_gemma4.checkpoint import (CHAT_TEMPLATE, SPECIAL_TOKENS, build_tokenizer, hf_model, hidden_rms,
@@ -134,6 +135,9 @@ def test_assistant_draft_checkpoint(tmp_path, variant):
     assert text["layer_types"] == ["sliding_attention"] * 3 + ["full_attention"]
     assert text["num_attention_heads"] == VARIANTS[variant]["num_attention_heads"]
     assert text["bos_token_id"] == config["bos_token_id"] == special_ids(262144)["<bos>"]
+    # the transformers release sglang pins reads it (5.12+ refuses a PLE vocabulary without PLE)
+    loaded = transformers.AutoConfig.from_pretrained(tmp_path / "draft")
+    assert loaded.model_type == "gemma4_assistant" and loaded.text_config.vocab_size_per_layer_input == 0
 
 
 def test_assistant_draft_refuses_what_it_cannot_make(tmp_path):

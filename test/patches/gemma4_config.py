@@ -31,5 +31,7 @@ def server_args(model_dir: Path, *extra: str):
 
     parser = argparse.ArgumentParser()
     ServerArgs.add_cli_args(parser)
-    argv = ["--model-path", str(model_dir), "--device", "cpu", *extra]
+    # the launch preset's attention backend: on a CPU device sglang would pick intel_amx, which
+    # its Gemma 4 checks refuse
+    argv = ["--model-path", str(model_dir), "--device", "cpu", "--attention-backend", "triton", *extra]
     return ServerArgs.from_cli_args(parser.parse_args(argv))

@@ -10,9 +10,9 @@ import subprocess
 import pytest
 from patched_tree import TREE
 
-SOURCES = TREE / "python" / "sglang" / "jit_kernel" / "csrc" / "distributed"
-FILES = ("custom_all_reduce_push.cuh", "custom_all_reduce_pull.cuh", "tp_qknorm.cuh")
-ALIGNMENT_CHECK = re.compile(r"^\s*(RuntimeCheck\(\w+_cast<intptr_t>\([\w.]+\) % 16 == 0, .*\);)$", re.M)
+SOURCES = TREE / "python" / "sglang" / "kernels" / "jit" / "csrc" / "distributed"
+FILES = ("custom_all_reduce.cuh", "tp_qknorm.cuh")
+ALIGNMENT_CHECK = re.compile(r"^\s*(RuntimeCheck\(\w+_cast<intptr_t>\([\w.]+(?:\(\))?\) % 16 == 0, .*\);)$", re.M)
 
 PROGRAM = """
 #include <cstdint>
@@ -21,11 +21,13 @@ PROGRAM = """
 template <typename... Args>
 void RuntimeCheck(bool ok, Args&&...) { std::printf("%d", ok ? 1 : 0); }
 struct Params { void* q_ptr; void* k_ptr; const void* q_weight; const void* k_weight; };
+struct Tensor { void* ptr; void* data_ptr() const { return ptr; } };
 alignas(16) static char buffer[64];
 int main() {
   for (int offset : {0, 1, 8, 16, 33}) {
     void* input_ptr = buffer + offset;
     Params params{buffer + offset, buffer + offset, buffer + offset, buffer + offset};
+    Tensor in_{buffer + offset};
     CHECKS
     std::printf("\\n");
   }

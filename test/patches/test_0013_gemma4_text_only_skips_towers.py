@@ -27,12 +27,25 @@ class StandIn(nn.Module):
         pass
 
 
+class TextModelStandIn(StandIn):
+    """The text model's embedding is what the LM head ties to."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        StandIn.built[-1] = "Gemma4TextModel"
+        self.embed_tokens = nn.Embedding(4, 2)
+        self.start_layer, self.end_layer = 0, 1  # one pipeline stage holds every layer
+
+
 @pytest.fixture
 def build(monkeypatch):
     StandIn.built = []
-    for name in ("Gemma4VisionEncoder", "Gemma4AudioEncoder", "Gemma4MultimodalEmbedder", "Gemma4TextModel",
-                 "LogitsProcessor"):
+    for name in ("Gemma4VisionEncoder", "Gemma4AudioEncoder", "Gemma4MultimodalEmbedder", "LogitsProcessor"):
         monkeypatch.setattr(gemma4_mm, name, type(name, (StandIn,), {}))
+    monkeypatch.setattr(gemma4_mm, "Gemma4TextModel", TextModelStandIn)
+    # one pipeline stage, without sglang's process groups
+    monkeypatch.setattr(gemma4_mm, "get_pp_group",
+                        lambda: SimpleNamespace(is_first_rank=True, is_last_rank=True, world_size=1))
 
     def make(enable_multimodal):
         # transformers' default tower configs: only whether the towers exist matters here

@@ -10,7 +10,8 @@ import torch
 
 from sglang.srt.layers.attention.trtllm_mha_backend import TRTLLMHAAttnBackend
 from sglang.srt.mem_cache.kv_index_traps import KVIndexOutOfRange, check_page_table, check_token_indices
-from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool, SWATokenToKVPoolAllocator
+from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
+from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
 
 PAGE, PAGES = 4, 10  # tokens per page, pages in the pool
 
@@ -85,7 +86,7 @@ def swa_allocator(monkeypatch, debug: bool, page_size=1, size=64, size_swa=32):
     monkeypatch.setenv("SGLANG_TRTLLM_MHA_DEBUG", "1" if debug else "0")
     pool = SWAKVPool(size=size, size_swa=size_swa, page_size=page_size, dtype=torch.bfloat16, head_num=1,
                      head_dim=8, swa_attention_layer_ids=[0], full_attention_layer_ids=[1],
-                     enable_kvcache_transpose=False, device="cpu")
+                     device="cpu")
     return SWATokenToKVPoolAllocator(size, size_swa, page_size, torch.bfloat16, "cpu", pool, need_sort=False)
 
 

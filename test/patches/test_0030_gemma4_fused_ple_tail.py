@@ -8,7 +8,7 @@ from torch import nn
 
 from kernel_inputs import DEVICE, gpu_marks, randn
 from kernel_inputs import rmsnorm_reference as rmsnorm
-from sglang.srt.layers.gemma4_fused_ops import gemma_gelu_tanh_mul, gemma_rmsnorm_residual_scalar
+from sglang.kernels.ops.layernorm.gemma4_fused_ops import gemma_gelu_tanh_mul, gemma_rmsnorm_residual_scalar
 from sglang.srt.layers.layernorm import Gemma4RMSNorm, RMSNorm
 from sglang.srt.models.gemma4_causal import Gemma4DecoderLayer
 

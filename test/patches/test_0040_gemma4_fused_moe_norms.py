@@ -11,7 +11,7 @@ from torch import nn
 
 from kernel_inputs import DEVICE, gpu_marks, randn
 from kernel_inputs import rmsnorm_reference as rmsnorm
-from sglang.srt.layers.gemma4_fused_ops import gemma4_post_attention_norms
+from sglang.kernels.ops.layernorm.gemma4_fused_ops import gemma4_post_attention_norms
 from sglang.srt.layers.layernorm import RMSNorm
 from sglang.srt.models.gemma4_causal import Gemma4DecoderLayer, Gemma4Router
 

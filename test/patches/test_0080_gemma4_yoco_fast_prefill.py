@@ -39,16 +39,23 @@ class FakeBackend(TritonAttnBackend):
         self.forward_metadata = "decode metadata"
 
 
+LAST_BATCH = []  # the forward context's attention backend is the last batch's
+
+
 def batch(extend_lens=(5, 1, 3), mode=ForwardMode.EXTEND, backend=None, return_logprob=False, starts=None):
-    return SimpleNamespace(
+    b = SimpleNamespace(
         forward_mode=mode, attn_backend=backend or FakeBackend(), batch_size=len(extend_lens),
         extend_seq_lens_cpu=list(extend_lens), extend_seq_lens=torch.tensor(extend_lens),
         return_logprob=return_logprob, extend_logprob_start_lens_cpu=starts)
+    LAST_BATCH[:] = [b]
+    return b
 
 
 @pytest.fixture(autouse=True)
 def eager(monkeypatch):
-    monkeypatch.setattr(gemma4_fast_prefill, "is_in_piecewise_cuda_graph", lambda: False)
+    monkeypatch.setattr(gemma4_fast_prefill, "get_attn_backend", lambda: LAST_BATCH[0].attn_backend)
+    for graph in ("is_in_breakable_cuda_graph", "is_in_tc_piecewise_cuda_graph"):
+        monkeypatch.setattr(gemma4_fast_prefill, graph, lambda: False)
 
 
 def test_a_plain_prefill_applies():
@@ -56,7 +63,7 @@ def test_a_plain_prefill_applies():
 
 
 @pytest.mark.parametrize("mode", [ForwardMode.DECODE, ForwardMode.MIXED, ForwardMode.TARGET_VERIFY,
-                                  ForwardMode.DRAFT_EXTEND, ForwardMode.IDLE])
+                                  ForwardMode.DRAFT_EXTEND_V2, ForwardMode.IDLE])
 def test_other_forward_modes_do_not(mode):
     assert not fast_prefill_applies(batch(mode=mode), 4, [])
 
@@ -65,8 +72,9 @@ def test_other_attention_backends_do_not():
     assert not fast_prefill_applies(batch(backend=SimpleNamespace()), 4, [])
 
 
-def test_inside_a_piecewise_cuda_graph_it_does_not(monkeypatch):
-    monkeypatch.setattr(gemma4_fast_prefill, "is_in_piecewise_cuda_graph", lambda: True)
+@pytest.mark.parametrize("graph", ["is_in_breakable_cuda_graph", "is_in_tc_piecewise_cuda_graph"])
+def test_inside_a_prefill_cuda_graph_it_does_not(monkeypatch, graph):
+    monkeypatch.setattr(gemma4_fast_prefill, graph, lambda: True)
     assert not fast_prefill_applies(batch(), 4, [])
 
 
@@ -145,6 +153,9 @@ def text_model(layers=6, first_shared=4, fast_prefill=True):
     model = gemma4_causal.Gemma4TextModel.__new__(gemma4_causal.Gemma4TextModel)
     nn.Module.__init__(model)
     model.layers = nn.ModuleList(RowWiseLayer(i) for i in range(layers))
+    model.start_layer, model.end_layer = 0, layers  # one pipeline stage
+    model.pp_group = SimpleNamespace(is_first_rank=True, is_last_rank=True, world_size=1)
+    model.config = SimpleNamespace(num_hidden_layers=layers)
     model.layers_to_capture = []
     model.norm = lambda h: h * 2
     model.project_per_layer_inputs = lambda embeds, per_layer: per_layer
@@ -178,7 +189,9 @@ def test_without_the_switch_every_layer_sees_every_token():
 
 
 def test_model_reads_the_switch_and_the_shared_layer_count(monkeypatch):
-    monkeypatch.setattr(gemma4_causal, "make_layers", lambda n, fn, prefix: nn.ModuleList())
+    monkeypatch.setattr(gemma4_causal, "make_layers", lambda n, fn, prefix=None, **k: (nn.ModuleList(), 0, n))
+    monkeypatch.setattr(gemma4_causal, "get_pp_group",
+                        lambda: SimpleNamespace(is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0))
     for name in ("Gemma4TextScaledWordEmbedding", "ReplicatedLinear", "RMSNorm"):
         monkeypatch.setattr(gemma4_causal, name, lambda *a, **k: nn.Identity())
     monkeypatch.setattr(gemma4_causal.Gemma4TextModel, "post_init", lambda self: None)

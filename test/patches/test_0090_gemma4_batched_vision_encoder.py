@@ -148,10 +148,13 @@ def real_vision_tower(monkeypatch, backend: str, dtype):
     """Gemma-4's own vision encoder, small, with random weights."""
     from transformers import Gemma4VisionConfig
 
-    import sglang.srt.server_args as server_args
+    import sglang.srt.layers.attention.vision as vision_attention
+    from sglang.srt.models import gemma4_vision
     from sglang.srt.models.gemma4_vision import Gemma4VisionEncoder
 
-    monkeypatch.setattr(server_args, "get_global_server_args", lambda: SimpleNamespace(mm_attention_backend=backend))
+    # the multimodal settings a server publishes at start: only the attention backend is read
+    for module in (gemma4_vision, vision_attention):
+        monkeypatch.setattr(module, "get_mm", lambda: SimpleNamespace(mm_attention_backend=backend))
     config = Gemma4VisionConfig(hidden_size=VISION_HIDDEN * 4, intermediate_size=128, num_hidden_layers=2,
                                 num_attention_heads=2, num_key_value_heads=2, head_dim=32, patch_size=2,
                                 pooling_kernel_size=2)

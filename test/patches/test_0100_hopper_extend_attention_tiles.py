@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from kernel_inputs import DEVICE, relative_difference, spy_on_hopper
-from sglang.srt.layers.attention.triton_ops import extend_attention as ea
+from sglang.kernels.ops.attention import extend_attention as ea
 
 HEADS = 4
 # head dim: (kv heads, sliding window); Gemma 4's sliding layers are 256 wide, its full layers 512

@@ -87,3 +87,16 @@ def test_branches_captured_on_two_streams_match_one_after_the_other():
     torch.testing.assert_close(mlp_output, expected[0])
     torch.testing.assert_close(moe_output, expected[1])
     torch.testing.assert_close(combined, expected[0] + expected[1])
+
+
+def test_only_a_decode_graph_capture_takes_the_side_stream(monkeypatch):
+    """Breakable prefill graphs (0.5.17) end a segment at every attention call: the layer keeps
+    its one-stream path there, as in eager mode."""
+    from sglang.srt.model_executor.runner_backend_utils.breakable_cuda_graph import context
+    from sglang.srt.model_executor.runner_utils import capture_mode
+
+    monkeypatch.setattr(context, "_in_breakable_cuda_graph", True)
+    monkeypatch.setattr(capture_mode, "is_capture_mode", False)
+    assert not gemma4_causal.in_decode_graph_capture()
+    monkeypatch.setattr(capture_mode, "is_capture_mode", True)
+    assert gemma4_causal.in_decode_graph_capture()

@@ -1,25 +1,23 @@
 """0160: the triton backend sizes a decode step's sliding-window KV indices from the host's sequence
 lengths, so preparing a step no longer waits for the GPU. On CPU (Triton's interpreter): the same
-indices and index pointer as before on random batches, against a Python reference too, and the
-decode replay hands the host's lengths down. On a GPU: with CUDA's sync debug mode set to error,
-the replay's window update runs without a device sync (and the old path does sync)."""
+indices and index pointer as before on random batches (eager, and into the CUDA-graph buffer),
+against a Python reference too, and the decode graph buffers get the host's lengths when the batch
+mirrors them. On a GPU: with CUDA's sync debug mode set to error, the graph buffer's window update
+runs without a device sync (and the old path does sync)."""
 
 import pytest
 import torch
 
 from kernel_inputs import DEVICE
 from sglang.srt.layers.attention import triton_backend
-from sglang.srt.layers.attention.triton_backend import (
-    update_sliding_window_buffer,
-    update_sliding_window_buffer_cuda_graph,
-)
+from sglang.srt.layers.attention.triton_backend import host_seq_lens, update_sliding_window_buffer
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
 WINDOW, POOL, REQS, MAX_LEN = 16, 512, 6, 40
 
 
 class SwaAllocator:
-    """The hybrid SWA allocator's full -> SWA slot translation, as a random table."""
+    """The hybrid SWA pool's full -> SWA slot translation, as a random table."""
 
     def __init__(self, seed: int):
         g = torch.Generator().manual_seed(seed)
@@ -56,6 +54,13 @@ def test_eager_update_same_with_host_lengths(bs, seed):
     assert torch.equal(indices2, reference(req_to_token, seq_lens_cpu, req_pool_indices, allocator))
 
 
+def graph_update(indices, req_to_token, seq_lens, req_pool_indices, bs, allocator, **kw):
+    """The decode CUDA graph's window update: into the preallocated indices buffer."""
+    return update_sliding_window_buffer(torch.zeros(REQS + 1, dtype=torch.int32, device=DEVICE), req_to_token,
+                                        WINDOW, seq_lens, req_pool_indices, bs, token_to_kv_pool=allocator,
+                                        window_kv_indices=indices, **kw)
+
+
 @pytest.mark.parametrize("bs, seed", [(1, 3), (4, 4), (6, 5)])
 def test_graph_update_same_with_host_lengths(bs, seed):
     req_to_token, seq_lens_cpu, req_pool_indices = batch(bs, seed)
@@ -63,8 +68,7 @@ def test_graph_update_same_with_host_lengths(bs, seed):
     buffers = []
     for kw in ({}, {"seq_lens_cpu": seq_lens_cpu}):
         indices = torch.full((REQS * WINDOW,), -7, dtype=torch.int64, device=DEVICE)  # stale rows stay as they are
-        update_sliding_window_buffer_cuda_graph(torch.zeros(REQS + 1, dtype=torch.int32, device=DEVICE), indices,
-                                                req_to_token, WINDOW, seq_lens, req_pool_indices, bs, allocator, **kw)
+        graph_update(indices, req_to_token, seq_lens, req_pool_indices, bs, allocator, **kw)
         buffers.append(indices)
     assert torch.equal(buffers[0], buffers[1])
     expected = reference(req_to_token, seq_lens_cpu, req_pool_indices, allocator)
@@ -72,26 +76,36 @@ def test_graph_update_same_with_host_lengths(bs, seed):
     assert (buffers[1][len(expected):] == -7).all()
 
 
-def test_decode_replay_hands_the_host_lengths_to_the_window_update(monkeypatch):
+def test_host_lengths_only_when_the_batch_mirrors_them():
+    class Batch:
+        seq_lens_cpu = torch.tensor([5, 9])
+        seq_lens_sum = 14
+
+    assert host_seq_lens(Batch) is Batch.seq_lens_cpu
+    Batch.seq_lens_sum = None  # a gpu-only batch: seq_lens_cpu is a stale slice
+    assert host_seq_lens(Batch) is None
+
+
+def test_decode_graph_buffers_hand_the_host_lengths_to_the_window_update(monkeypatch):
     seen = {}
 
     def window_update(*args, **kwargs):
         seen.update(kwargs)
-        return None, None, args[4], None
+        return None, None, args[3], None
 
-    monkeypatch.setattr(triton_backend, "update_sliding_window_buffer_cuda_graph", window_update)
+    monkeypatch.setattr(triton_backend, "update_sliding_window_buffer", window_update)
     monkeypatch.setattr(triton_backend, "create_flashinfer_kv_indices_triton", {(2,): lambda *a: None})
     backend = object.__new__(triton_backend.TritonAttnBackend)
     backend.__dict__.update(
-        kv_indptr=torch.zeros(5, dtype=torch.int32), cuda_graph_kv_indices=torch.zeros(64, dtype=torch.int64),
+        dcp_size=1, kv_indptr=torch.zeros(5, dtype=torch.int32), cuda_graph_kv_indices=torch.zeros(64, dtype=torch.int64),
         cuda_graph_num_kv_splits=torch.zeros(4, dtype=torch.int32), sliding_window_size=WINDOW,
         cuda_graph_window_num_kv_splits=torch.zeros(4, dtype=torch.int32),
         cuda_graph_window_kv_indices=torch.zeros(64, dtype=torch.int64), window_kv_indptr=torch.zeros(5, dtype=torch.int32),
-        req_to_token=torch.zeros(4, 8, dtype=torch.int32), token_to_kv_pool_allocator=SwaAllocator(0),
+        req_to_token=torch.zeros(4, 8, dtype=torch.int32), token_to_kv_pool=SwaAllocator(0), _translate_kv_loc=None,
         get_num_kv_splits=lambda *a: None)
     seq_lens_cpu = torch.tensor([5, 9])
-    backend.init_forward_metadata_replay_cuda_graph(2, torch.arange(2), seq_lens_cpu.clone(), 14, None,
-                                                    ForwardMode.DECODE, None, seq_lens_cpu=seq_lens_cpu)
+    backend._apply_cuda_graph_metadata(2, torch.arange(2), seq_lens_cpu.clone(), ForwardMode.DECODE, None,
+                                       seq_lens_cpu=seq_lens_cpu)
     assert seen["seq_lens_cpu"] is seq_lens_cpu
 
 
@@ -103,8 +117,8 @@ def test_graph_update_does_not_wait_for_the_gpu():
     def update(**kw):
         indptr = torch.zeros(REQS + 1, dtype=torch.int32, device=DEVICE)
         indices = torch.zeros(REQS * WINDOW, dtype=torch.int64, device=DEVICE)
-        update_sliding_window_buffer_cuda_graph(indptr, indices, req_to_token, WINDOW, seq_lens, req_pool_indices, 4,
-                                                allocator, **kw)
+        update_sliding_window_buffer(indptr, req_to_token, WINDOW, seq_lens, req_pool_indices, 4,
+                                     token_to_kv_pool=allocator, window_kv_indices=indices, **kw)
         return indices
 
     update(seq_lens_cpu=seq_lens_cpu)  # compile outside the check

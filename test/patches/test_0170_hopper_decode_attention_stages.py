@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kernel_inputs import DEVICE, relative_difference, spy_on_hopper
-from sglang.srt.layers.attention.triton_ops import decode_attention as da
+from sglang.kernels.ops.attention import decode_attention as da
 
 MAX_SPLITS = 4
 # Triton's interpreter runs in float32 here (as 0100's test does); bf16 on the GPU

@@ -48,7 +48,7 @@ def parse_log(text: str) -> dict:
 
 def measure(build: str, model: Path, memory: str, log: Path) -> dict:
     args = [f"--model-path {model} --load-format dummy --attention-backend triton --sampling-backend pytorch",
-            "--grammar-backend none --disable-cuda-graph --disable-piecewise-cuda-graph",
+            "--grammar-backend none --cuda-graph-backend-decode disabled --cuda-graph-backend-prefill disabled",
             "--batch-size 1 --input-len 32 --output-len 4"]
     if memory == "explicit":
         args.append(f"--mem-fraction-static {EXPLICIT_FRACTION}")

@@ -30,7 +30,7 @@ STEPS = 2  # the prefill's next token, then one decode step (CUDA-graph replay w
 NOISE_FACTOR, NOISE_SLACK = 2.0, 0.05
 # Servers run as served: decode CUDA graphs and piecewise prefill graphs on, sized for these prompts
 # (E2B/E4B's batch, 4042 tokens, fits one prefill graph). "-eager" builds run with both off.
-GRAPH_FLAGS = ["--cuda-graph-max-bs", "8", "--piecewise-cuda-graph-max-tokens", "4096"]
+GRAPH_FLAGS = ["--cuda-graph-max-bs-decode", "8", "--cuda-graph-max-bs-prefill", "4096"]
 
 
 def prompt_lengths(text: dict) -> list[int]:

@@ -134,12 +134,12 @@ def bench_one_batch(build: str, variant: str, model: Path, out: Path, batches: l
     result = out / f"{run}.jsonl"
     result.unlink(missing_ok=True)  # bench_one_batch appends
     args = [f"--model-path {model} --load-format dummy --attention-backend triton --sampling-backend pytorch",
-            "--grammar-backend none --mem-fraction-static 0.85 --disable-piecewise-cuda-graph",
+            "--grammar-backend none --mem-fraction-static 0.85 --cuda-graph-backend-prefill disabled",
             f"--batch-size {' '.join(map(str, batches))} --input-len {PROMPT_LEN} --output-len {DECODE_STEPS}",
-            f"--run-name {run} --result-filename {result} --cuda-graph-max-bs {max(batches)}",
+            f"--run-name {run} --result-filename {result} --cuda-graph-max-bs-decode {max(batches)}",
             *PRESET_FLAGS.get(variant, [])]
     if eager:
-        args.append(f"--disable-cuda-graph --profile --profile-stage decode --profile-start-step {DECODE_STEPS // 2} "
+        args.append(f"--cuda-graph-backend-decode disabled --profile --profile-stage decode --profile-start-step {DECODE_STEPS // 2} "
                     f"--profile-steps {PROFILED_STEPS} --profile-filename-prefix {run}")
     command = f". {build_env_script(build)} && exec python3 -m sglang.bench_one_batch {' '.join(args)}"
     with open(out / f"{run}.log", "w") as log:

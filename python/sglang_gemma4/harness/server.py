@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 LAUNCH = REPO / "scripts" / "launch_gemma4.sh"
 # For checks whose outcome does not depend on CUDA graphs: skip their capture for a quick start.
-FAST_START = ["--disable-cuda-graph", "--disable-piecewise-cuda-graph"]
+FAST_START = ["--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled"]
 
 
 def http_json(method: str, url: str, payload: dict | bytes | None = None, timeout: float = 120) -> tuple[int, str]:

@@ -16,8 +16,9 @@ from datetime import datetime
 from pathlib import Path
 
 STAMP = r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]"
-CAPTURE = r"Capture cuda graph end\. Time elapsed: ([\d.]+) s"
-PIECEWISE = r"Capture piecewise CUDA graph end\. Time elapsed: ([\d.]+) s"
+# 0.5.12's wording, then 0.5.17's (decode graphs; piecewise prefill graphs became breakable ones)
+CAPTURE = r"Capture (?:cuda graph|target decode CUDA graph) end\. (?:Time elapsed: |elapsed=)([\d.]+) s"
+PIECEWISE = r"Capture (?:piecewise|target prefill) CUDA graph end\. (?:Time elapsed: |elapsed=)([\d.]+) s"
 PREBUILD = r"^prebuild: \d+ of \d+ modules ready in ([\d.]+) s"
 
 
@@ -47,7 +48,7 @@ def start_times(text: str) -> dict:
         "piecewise_capture_s": _first(PIECEWISE, text),
         "ready_s": (ready - first).total_seconds() if first and ready else None,
         "decode_graph_sizes": len(graph_bs.group(1).split(",")) if graph_bs and graph_bs.group(1) else 0,
-        "piecewise": "disable_piecewise_cuda_graph=False" in text,
+        "piecewise": "disable_piecewise_cuda_graph=False" in text or re.search(PIECEWISE, text) is not None,
     }
 
 
