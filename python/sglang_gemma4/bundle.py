@@ -65,6 +65,11 @@ NOT_LOADED = {
     "nvidia-cudnn-frontend": "flashinfer's cuDNN attention path",
     "mistral-common": "Mistral tokenizers",
     "nvidia-mathdx": "header library for the EPLB solver's JIT (not served here)",
+    "nccl4py": "flashinfer's expert-parallel all-to-all (flashinfer.moe_ep), imported only there",
+    "helion": "Inkling MoE kernels (sglang/kernels/ops/moe/inkling_moe.py)",
+    "anthropic": "the Anthropic-API front end, imported inside its handler",
+    "blobfile": "the Azure connector, imported inside it",
+    "datasets": "benchmark and eval datasets",
 }
 # Imported at module level on the serving path although sglang 0.5.12 does not declare them.
 UNDECLARED = ("jsonschema",)  # sglang/srt/entrypoints/openai/serving_chat.py

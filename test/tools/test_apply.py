@@ -11,13 +11,13 @@ def subjects(checkout) -> list[str]:
 def test_apply_makes_base_plus_one_commit_per_patch(checkout, two_patches):
     proc = checkout.tool("apply")
     assert proc.returncode == 0, proc.stderr
-    assert subjects(checkout) == ["sglang 0.5.12 (pristine upstream)", "first", "second"]
+    assert subjects(checkout) == [f"sglang {checkout.pin.version} (pristine upstream)", "first", "second"]
     assert checkout.git("log", "-1", "--format=%an <%ae>") == "T <t@example.com>"
     assert "Patch-File: 0020-second.patch" in checkout.git("log", "-1", "--format=%b")
     server_args = (checkout.layout.work_dir / "python/sglang/srt/server_args.py").read_text()
     assert server_args.splitlines()[19] == "# first patch was here"
     assert checkout.git("status", "--porcelain") == ""
-    assert checkout.git("rev-parse", "upstream/0.5.12") == checkout.git("rev-list", "--max-parents=0", "HEAD")
+    assert checkout.git("rev-parse", f"upstream/{checkout.pin.version}") == checkout.git("rev-list", "--max-parents=0", "HEAD")
 
 
 def test_apply_is_idempotent(checkout, two_patches):
@@ -44,11 +44,12 @@ def test_mismatched_hunk_names_patch_file_and_hunk(checkout, two_patches):
     """The second hunk's context no longer matches upstream: no fuzz, so the patch must fail."""
     path = "python/sglang/srt/server_args.py"
     old = checkout.upstream_file(path)
-    new = replace_line(replace_line(old, 100, "# first hunk"), 400, "# second hunk")
+    lines = old.splitlines()
+    # hunk #2 changes the first line from 400 on whose leading context line (3 above) is unique text
+    second = next(n for n in range(400, len(lines)) if lines[n - 4].strip() and old.count(lines[n - 4]) == 1)
+    new = replace_line(replace_line(old, 100, "# first hunk"), second, "# second hunk")
     text = make_patch("third", path, old, new)
-    # corrupt one context line of hunk #2 (3 lines above the change)
-    context = old.splitlines()[396]
-    assert context.strip(), "pick a non-blank context line"
+    context = lines[second - 4]  # corrupt that context line
     text = text.replace("\n " + context + "\n", "\n " + context + " # drifted\n", 1)
     checkout.write_series({**two_patches, "0030-third.patch": text})
     proc = checkout.tool("apply")

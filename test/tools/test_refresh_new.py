@@ -20,7 +20,7 @@ def test_refresh_rewrites_the_diff_and_keeps_the_header(checkout, two_patches):
     target.write_text(target.read_text().replace("# first patch was here", "# first patch, amended"))
     first = checkout.git("rev-parse", "HEAD~1")
     checkout.git(*GIT_USER, "commit", "-qa", "--fixup", first)
-    checkout.git(*GIT_USER, "-c", "sequence.editor=true", "rebase", "-q", "-i", "--autosquash", "upstream/0.5.12")
+    checkout.git(*GIT_USER, "-c", "sequence.editor=true", "rebase", "-q", "-i", "--autosquash", f"upstream/{checkout.pin.version}")
 
     proc = checkout.tool("refresh")
     assert proc.returncode == 0, proc.stderr
