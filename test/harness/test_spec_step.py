@@ -13,7 +13,8 @@ import pytest
 
 from sglang_gemma4.harness import spec_step
 from sglang_gemma4.harness.spec_step import (Stream, draft_weight_bytes, forward_times, kv_read_bytes, kv_token_bytes,
-                                             label_replays, refuse_full_acceptance, spec_steps, step_bytes, summarize)
+                                             label_replays, refuse_full_acceptance, spec_steps, step_bytes, summarize,
+                                             wait_drained)
 from sglang_gemma4.variants import text_config
 
 
@@ -157,17 +158,34 @@ class FakeGenerate(BaseHTTPRequestHandler):
             self.wfile.write(b"data: " + json.dumps({"text": "x", "meta_info": meta}).encode() + b"\n\n")
         self.wfile.write(b"data: [DONE]\n\n")
 
+    def do_GET(self):
+        """/v1/loads: one request still running on the first poll, none after."""
+        self.server.polls += 1
+        body = json.dumps({"loads": [{"num_running_reqs": int(self.server.polls == 1), "num_waiting_reqs": 0}]})
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(body.encode())
+
     def log_message(self, *args):
         pass
 
 
-def test_stream_keeps_the_latest_counts():
+@pytest.fixture
+def fake_server():
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeGenerate)
+    server.polls = 0
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        stream = Stream(f"http://127.0.0.1:{server.server_port}", seed=0)
-        stream.start()
-        stream.join(30)
-        assert (stream.tokens, stream.accept_len, stream.error) == (9, 4.0, None)
-    finally:
-        server.shutdown()
+    yield server
+    server.shutdown()
+
+
+def test_stream_keeps_the_latest_counts(fake_server):
+    stream = Stream(f"http://127.0.0.1:{fake_server.server_port}", seed=0)
+    stream.start()
+    stream.join(30)
+    assert (stream.tokens, stream.accept_len, stream.error) == (9, 4.0, None)
+
+
+def test_drained_once_no_request_runs(fake_server):
+    wait_drained(f"http://127.0.0.1:{fake_server.server_port}", timeout=30)
+    assert fake_server.polls == 2

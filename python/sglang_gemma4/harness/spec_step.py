@@ -9,7 +9,8 @@ One server: the launch preset with --mtp (3 steps, 4 draft tokens, top-k 1; dumm
 acceptance sglang's verify simulates (SGLANG_SIMULATE_ACC_LEN, match-expected; by default the
 reference fork's real accept length for the variant). Per batch size: that many greedy streams
 (prompt 128 token ids, 1024 new tokens); once every stream has 64 tokens, --steps scheduler steps
-under the torch profiler (GPU activity) through /start_profile, then the streams are closed. From
+under the torch profiler (GPU activity) through /start_profile, then the streams are closed and the
+server drained (/v1/loads) before the next batch size. From
 the trace, per speculative step (one draft-loop graph replay to the next): the draft loop's GPU
 time (and each of its forwards, split at the softmax that ends each), the verify graph's, the GPU
 work outside both graphs before and after the verify, and the GPU's idle time in those two gaps
@@ -238,6 +239,20 @@ def wait_for(streams: list[Stream], tokens: int, timeout: float) -> None:
         time.sleep(0.5)
 
 
+def wait_drained(url: str, timeout: float) -> None:
+    """Until the server runs and queues no request (closed streams are aborted as it notices), so the
+    next batch size's trace holds only its own requests."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, body = http_json("GET", url + "/v1/loads?include=core")
+        loads = json.loads(body)["loads"] if status == 200 else None
+        if loads is not None and sum(load["num_running_reqs"] + load["num_waiting_reqs"] for load in loads) == 0:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the server still has requests after {timeout} s (/v1/loads: {status} {body[:200]})")
+        time.sleep(0.5)
+
+
 def logged_accept_len(streams: list[Stream]) -> float:
     reported = [s.accept_len for s in streams if s.accept_len is not None]
     if not reported:
@@ -271,6 +286,7 @@ def trace_batch(server: Server, batch: int, steps: int, out: Path, name: str) ->
     finally:
         for stream in streams:
             stream.close.set()
+    wait_drained(server.url, timeout=120)
     if trace is None:
         raise RuntimeError(f"{name}: no trace under {trace_dir}")
     with gzip.open(trace, "rt") as f:
