@@ -12,6 +12,7 @@ from sglang_gemma4 import results
 from sglang_gemma4.errors import StackError
 
 PATCH = "0160-triton-swa-decode-no-device-sync.patch"
+NEW = "2026-11-23-h100-26b-a4b-gf540dad831-new"  # the newest of two_runs()
 SUMMARY = "| batch1 | median_tpot_ms | 6.01 | 4.31 | 0.717 |\n| chat | output_throughput | 2849.68 | 3528.29 | 1.238 |\n"
 
 
@@ -165,7 +166,7 @@ def test_the_results_table_keeps_the_newest_run_per_variant_workload_and_gpu(tmp
     table = results.results_table(runs, "0.5.17")
     assert "no run on 0.5.17 yet" in table
     assert ("| 26B-A4B | batch1 | median TPOT 6.01 -> 4.31 ms (x0.717) | H100 | sglang 0.5.12, series gf540dad831 | "
-            "[2026-11-23-h100-26b-a4b-gf540dad831-new](benchmark_results/2026-11-23-h100-26b-a4b-gf540dad831-new/README.md) |"
+            f"[{NEW}]({results.RESULTS_DIR}/{NEW}/README.md) |"
             ) in table.splitlines()
     assert "no run on 0.5.12 yet" not in results.results_table(runs, "0.5.12")
 
@@ -173,7 +174,7 @@ def test_the_results_table_keeps_the_newest_run_per_variant_workload_and_gpu(tmp
 def test_bench_line_lists_the_patchs_figures_newest_run_first(tmp_path):
     runs = two_runs(tmp_path)
     line = results.bench_line(PATCH, runs, "0.5.17")
-    assert line == ("benchmark_results/2026-11-23-h100-26b-a4b-gf540dad831-new/README.md; "
+    assert line == (f"{results.RESULTS_DIR}/{NEW}/README.md; "
                     "H100, sglang 0.5.12 series gf540dad831: 26B-A4B batch1, pristine vs patched: "
                     "median TPOT 6.01 -> 4.31 ms (x0.717) (not measured on sglang 0.5.17 yet)")
     assert results.bench_line(PATCH, runs, "0.5.12").endswith("(x0.717)")
