@@ -53,7 +53,7 @@ version: $(VENV)/.stamp  ## print the local version naming this pin + series
 lint: $(VENV)/.stamp  ## check patches/series and every patch header
 	$(TOOLS) lint
 
-readme: $(VENV)/.stamp  ## regenerate the README's patch table from the patch headers
+readme: $(VENV)/.stamp  ## regenerate the README's tables, benchmark_results/README.md and Bench: lines
 	$(TOOLS) readme
 
 refresh: $(VENV)/.stamp  ## export work/sglang's commits back into patches/*.patch

@@ -13,7 +13,9 @@
   drift-status  fail if the kept drift report was made for another series
   verify-tests  prove each patch's tests fail without it and pass with it
   version       print the local version that names the current series
-  readme        rewrite the patch table in README.md
+  readme        rewrite README.md's patch and results tables, benchmark_results/README.md and the
+                patches' Bench: lines (from benchmark_results/*/result.json)
+  pack-run      move a result folder's raw files into its raw.tar.xz
   checkpoint    write a Gemma-4-shaped checkpoint (real shapes; random or no weights)
   bundle        an offline install archive (pristine + patched overlay + deps) for a GPU host
 """
@@ -24,7 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sglang_gemma4 import bundle, drift, export, lint, readme_table, rebase, verify
+from sglang_gemma4 import bundle, drift, export, lint, readme_table, rebase, results, verify
 from sglang_gemma4.build import build_wheel
 from sglang_gemma4.errors import StackError
 from sglang_gemma4.fetch import download_release, fetch_all, fetch_wheel
@@ -76,6 +78,14 @@ def cmd_build(stack: Stack, args) -> int:
 def cmd_readme(stack: Stack, args) -> int:
     readme_table.update_readme(stack.layout.root / "README.md", stack.series)
     print(f"readme: patch table updated ({len(stack.series.names)} patches)")
+    patch_paths = [stack.layout.patches_dir / name for name in stack.series.names]
+    print("readme: " + results.regenerate(stack.layout.root, stack.pin.version, patch_paths))
+    return 0
+
+
+def cmd_pack_run(stack: Stack, args) -> int:
+    packed = results.pack(Path(args.folder))
+    print(f"pack-run: {len(packed)} files moved into {Path(args.folder) / results.RAW_ARCHIVE}")
     return 0
 
 
@@ -223,7 +233,12 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("status", help="table of patches: applies? applied? upstream status")
     s.add_argument("--markdown", action="store_true", help="print the README patch table instead")
     s.set_defaults(run=cmd_status)
-    sub.add_parser("readme", help="rewrite README.md's patch table").set_defaults(run=cmd_readme)
+    sub.add_parser("readme", help="rewrite README.md's tables, the results index and the Bench: lines"
+                   ).set_defaults(run=cmd_readme)
+    pk = sub.add_parser("pack-run", help="move a result folder's raw files (all but README.md, result.json "
+                        "and *.png) into its raw.tar.xz")
+    pk.add_argument("folder", help="e.g. benchmark_results/2026-11-23-h100-26b-a4b-g0c27db1065-decode-stages-ab")
+    pk.set_defaults(run=cmd_pack_run)
     sub.add_parser("lint", help="check the series and every patch header").set_defaults(run=cmd_lint)
     sub.add_parser("refresh", help="rewrite patch files from the work tree's commits").set_defaults(run=cmd_refresh)
     n = sub.add_parser("new", help="make a new patch (end of the series) from uncommitted edits")

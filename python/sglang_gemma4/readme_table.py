@@ -18,10 +18,20 @@ def patch_table(series: Series) -> str:
     return "\n".join(lines)
 
 
+def between(text: str, begin: str, end: str, where: Path) -> tuple[str, str, str]:
+    """(before, inside, after) of the block that `begin` and `end` mark in `text`."""
+    if begin not in text or end not in text:
+        raise StackError(f"{where}: no {begin} ... {end} markers")
+    before, rest = text.split(begin, 1)
+    inside, after = rest.split(end, 1)
+    return before, inside, after
+
+
+def replace_block(path: Path, begin: str, end: str, body: str) -> None:
+    """Rewrite the block between `begin` and `end` in the file at `path` with `body`."""
+    before, _, after = between(path.read_text(), begin, end, path)
+    path.write_text(f"{before}{begin}\n{body}\n{end}{after}")
+
+
 def update_readme(readme: Path, series: Series) -> None:
-    text = readme.read_text()
-    if BEGIN not in text or END not in text:
-        raise StackError(f"{readme}: no {BEGIN} ... {END} markers")
-    before, rest = text.split(BEGIN, 1)
-    after = rest.split(END, 1)[1]
-    readme.write_text(f"{before}{BEGIN}\n{patch_table(series)}\n{END}{after}")
+    replace_block(readme, BEGIN, END, patch_table(series))

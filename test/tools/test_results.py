@@ -1,0 +1,231 @@
+"""sglang_gemma4.results on made-up runs: the result.json schema and its error messages, packing raw
+files, finding a quoted figure in its source, and the text `make readme` generates from the runs."""
+
+import copy
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from sglang_gemma4 import results
+from sglang_gemma4.errors import StackError
+
+PATCH = "0160-triton-swa-decode-no-device-sync.patch"
+NEW = "2026-11-23-h100-26b-a4b-gf540dad831-new"  # the newest of two_runs()
+SUMMARY = "| batch1 | median_tpot_ms | 6.01 | 4.31 | 0.717 |\n| chat | output_throughput | 2849.68 | 3528.29 | 1.238 |\n"
+
+
+def result(**changes) -> dict:
+    data = {
+        "summary": "pristine vs patched, 26B-A4B",
+        "valid": True,
+        "measured": "2026-11-23 03:46",
+        "gpu": {"name": "NVIDIA H100 80GB HBM3", "count": 1, "source": "raw.tar.xz:gpu.txt"},
+        "upstream": "0.5.12",
+        "series": {"versions": ["0.5.12+gemma4.gf540dad831"], "sources": ["raw.tar.xz:check.log"]},
+        "commands": ["OUT=$R/ab bash scripts/gpu/check.sh ab"],
+        "variants": ["26b-a4b"],
+        "setups": {"pristine": "sglang as released", "patched": "the series"},
+        "figures": [
+            {"variant": "26b-a4b", "workload": "batch1", "metric": "median TPOT", "unit": "ms",
+             "values": {"pristine": "6.01", "patched": "4.31"}, "source": "raw.tar.xz:ab/summary.md",
+             "patches": [PATCH]},
+            {"variant": "26b-a4b", "workload": "chat", "metric": "output throughput", "unit": "tok/s",
+             "values": {"pristine": "2849.68", "patched": "3528.29"}, "source": "raw.tar.xz:ab/summary.md"},
+        ],
+    }
+    data.update(changes)
+    return data
+
+
+def make_run(root: Path, name: str = "2026-11-23-h100-26b-a4b-gf540dad831-ab", data: dict | None = None,
+             packed: bool = True) -> Path:
+    folder = root / name
+    (folder / "ab").mkdir(parents=True)
+    (folder / "README.md").write_text("# a run\n")
+    (folder / "result.json").write_text(json.dumps(data or result()))
+    (folder / "gpu.txt").write_text("NVIDIA H100 80GB HBM3, 81559 MiB\n")
+    (folder / "check.log").write_text("setup: series 0.5.12+gemma4.gf540dad831\n")
+    (folder / "ab" / "summary.md").write_text(SUMMARY)
+    (folder / "ab" / "summary.png").write_bytes(b"\x89PNG")
+    if packed:
+        results.pack(folder)
+    return folder
+
+
+def test_pack_moves_raw_files_into_a_reproducible_archive(tmp_path):
+    folder = make_run(tmp_path, packed=False)
+    packed = results.pack(folder)
+    assert packed == ["ab/summary.md", "check.log", "gpu.txt"]
+    left = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    assert left == ["README.md", "ab/summary.png", "raw.tar.xz", "result.json"]
+    assert results.read_archive(folder, {"gpu.txt"}) == {
+        "ab/summary.md": None, "check.log": None, "gpu.txt": b"NVIDIA H100 80GB HBM3, 81559 MiB\n"}
+    with tarfile.open(folder / "raw.tar.xz") as tar:
+        assert {(m.mtime, m.uid, m.uname) for m in tar} == {(0, 0, "")}
+    other = make_run(tmp_path / "again", packed=True)
+    assert (other / "raw.tar.xz").read_bytes() == (folder / "raw.tar.xz").read_bytes()
+    with pytest.raises(StackError, match="raw.tar.xz: exists"):
+        results.pack(folder)
+
+
+def test_a_valid_run_loads_with_its_figures_in_order(tmp_path):
+    run = results.load_run(make_run(tmp_path))
+    assert (run.gpu_label, run.series_label, run.measured) == ("H100", "gf540dad831", "2026-11-23 03:46")
+    tpot = run.figures[0]
+    assert tpot.setups == ("pristine", "patched") and tpot.sources == ("raw.tar.xz:ab/summary.md",) * 2
+    assert f"{tpot.ratio:.3f}" == "0.717"
+    assert tpot.measure_text() == "median TPOT 6.01 -> 4.31 ms (x0.717)"
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.pop("gpu"), "keys must be exactly"),
+    (lambda d: d.update(extra=1), "unknown \\['extra'\\]"),
+    (lambda d: d.update(measured="2026-11-24 01:00"), "`measured` must read"),
+    (lambda d: d["series"].update(versions=["0.5.17+gemma4.gf540dad831"]), "must read '0.5.12\\+gemma4.g<10 hex>'"),
+    (lambda d: d["figures"][0]["values"].update(patched=4.31), "decimal string"),
+    (lambda d: d["figures"][0]["values"].update(other="1.0"), "one setup or two"),
+    (lambda d: d["figures"][0].update(values={"tuned": "1.0"}), "setup 'tuned' is not in the run's `setups`"),
+    (lambda d: d["figures"][0].update(variant="70b"), "variant '70b'"),
+    (lambda d: d["figures"][0].update(source="README.md"), "needs a `note`"),
+    (lambda d: d["figures"][0].update(source={"patched": "raw.tar.xz:x"}), "`source` must be a file"),
+    (lambda d: d["figures"][0].update(colour="red"), "unknown keys \\['colour'\\]"),
+    (lambda d: d.update(valid=False), "an invalid run quotes no figures"),
+])
+def test_schema_errors_name_the_file_and_the_field(tmp_path, change, message):
+    data = result()
+    change(data)
+    folder = make_run(tmp_path, data=data)
+    with pytest.raises(StackError, match=message) as error:
+        results.load_run(folder)
+    assert str(folder / "result.json") in str(error.value)
+
+
+def test_a_folder_without_result_json_is_named(tmp_path):
+    make_run(tmp_path)
+    (tmp_path / "2026-11-24-h100-e2b-g0123456789-new").mkdir()
+    with pytest.raises(StackError, match="no result.json in 2026-11-24-h100-e2b-g0123456789-new"):
+        results.load_runs(tmp_path)
+
+
+@pytest.mark.parametrize("value, text, found", [
+    ("4.31", "median_tpot_ms: 4.3125", True), ("4.31", "4.3151", False), ("10277", "#tokens: 10,277", True),
+    ("0.88", "mem_fraction_static=0.88,", True), ("6.00", "6.0049 ms", True), ("6.00", "6.0051 ms", False),
+    ("94.80", '"decode_capture_s": 94.8', True), ("2.72", "no number here", False),
+])
+def test_a_figure_is_found_at_its_own_precision(value, text, found):
+    assert results.number_appears(value, text) is found
+
+
+def test_provenance_names_each_figure_its_source_does_not_hold(tmp_path):
+    assert results.provenance_problems(results.load_run(make_run(tmp_path)), {PATCH}) == []
+    data = result()
+    data["figures"][0]["values"]["patched"] = "4.30"
+    data["figures"][1]["source"] = "raw.tar.xz:ab/missing.md"
+    data["gpu"]["name"] = "NVIDIA H200"
+    data["series"]["versions"] = ["0.5.12+gemma4.g0000000000"]
+    problems = results.provenance_problems(results.load_run(make_run(tmp_path / "bad", data=data)), set())
+    assert sorted(p.split(": ", 1)[1] for p in problems) == sorted([
+        "source raw.tar.xz:ab/missing.md is neither a member of raw.tar.xz, README.md nor the folder name",
+        "gpu 'NVIDIA H200' is not named in raw.tar.xz:gpu.txt",
+        "series 0.5.12+gemma4.g0000000000 is named in none of raw.tar.xz:check.log",
+        "figures[0] 'median TPOT' patched=4.30 is not in raw.tar.xz:ab/summary.md",
+        f"figures[0] names patch {PATCH}, which is not in patches/series",
+    ])
+
+
+def two_runs(tmp_path) -> list[results.Run]:
+    older = result(measured="2026-11-22 10:00")
+    older["series"]["versions"] = ["0.5.12+gemma4.gf540dad831"]
+    for f in older["figures"]:
+        f.pop("patches", None)
+    older["figures"][0]["values"] = {"pristine": "6.01", "patched": "4.31"}
+    newer = copy.deepcopy(result())
+    newer["figures"] = newer["figures"][:1]
+    pair = result(measured="2026-11-21 09:00", gpu={"name": "NVIDIA H100 80GB HBM3", "count": 2,
+                                                    "source": "raw.tar.xz:gpu.txt"})
+    pair["figures"] = pair["figures"][1:]
+    make_run(tmp_path, "2026-11-22-h100-26b-a4b-gf540dad831-old", older)
+    make_run(tmp_path, "2026-11-23-h100-26b-a4b-gf540dad831-new", newer)
+    make_run(tmp_path, "2026-11-21-h100x2-26b-a4b-gf540dad831-tp", pair)
+    return results.load_runs(tmp_path)
+
+
+def test_the_results_table_keeps_the_newest_run_per_variant_workload_and_gpu(tmp_path):
+    runs = two_runs(tmp_path)
+    assert [r.name for r in runs] == ["2026-11-21-h100x2-26b-a4b-gf540dad831-tp",
+                                      "2026-11-22-h100-26b-a4b-gf540dad831-old",
+                                      "2026-11-23-h100-26b-a4b-gf540dad831-new"]
+    rows = results.comparison_rows(runs, ("pristine", "patched"))
+    assert [(run.name, [f.workload for f in figures]) for run, figures in rows] == [
+        ("2026-11-23-h100-26b-a4b-gf540dad831-new", ["batch1"]),   # newer than -old's batch1
+        ("2026-11-21-h100x2-26b-a4b-gf540dad831-tp", ["chat"]),    # two GPUs: a row of its own
+        ("2026-11-22-h100-26b-a4b-gf540dad831-old", ["chat"]),     # the newest chat on one H100
+    ]
+    table = results.results_table(runs, "0.5.17")
+    assert "no run on 0.5.17 yet" in table
+    assert ("| 26B-A4B | batch1 | median TPOT 6.01 -> 4.31 ms (x0.717) | H100 | sglang 0.5.12, series gf540dad831 | "
+            f"[{NEW}]({results.RESULTS_DIR}/{NEW}/README.md) |"
+            ) in table.splitlines()
+    assert "no run on 0.5.12 yet" not in results.results_table(runs, "0.5.12")
+
+
+def test_bench_line_lists_the_patchs_figures_newest_run_first(tmp_path):
+    runs = two_runs(tmp_path)
+    line = results.bench_line(PATCH, runs, "0.5.17")
+    assert line == (f"{results.RESULTS_DIR}/{NEW}/README.md; "
+                    "H100, sglang 0.5.12 series gf540dad831: 26B-A4B batch1, pristine vs patched: "
+                    "median TPOT 6.01 -> 4.31 ms (x0.717) (not measured on sglang 0.5.17 yet)")
+    assert results.bench_line(PATCH, runs, "0.5.12").endswith("(x0.717)")
+    assert results.bench_line("0004-reject-bad-logit-bias.patch", runs, "0.5.17") is None
+
+
+def test_update_bench_lines_rewrites_only_patches_with_results(tmp_path):
+    runs = two_runs(tmp_path)
+    header = ("Subject: x\nAuthor: A <a@b>\nBench: old figures;\n  continued here\nKill-Switch: none\n\n"
+              "Why: y\n---\ndiff --git a/python/x b/python/x\n+Bench: not a header line\n")
+    quoted, other = tmp_path / PATCH, tmp_path / "0004-reject-bad-logit-bias.patch"
+    quoted.write_text(header)
+    other.write_text(header)
+    assert results.update_bench_lines([quoted, other], runs, "0.5.17") == [PATCH]
+    text = quoted.read_text()
+    assert f"Bench: {results.bench_line(PATCH, runs, '0.5.17')}\nKill-Switch: none\n" in text
+    assert "continued here" not in text and text.endswith("+Bench: not a header line\n")
+    assert other.read_text() == header
+    assert results.update_bench_lines([quoted], runs, "0.5.17") == []  # already current
+
+
+def test_regenerate_writes_index_table_and_bench_lines(tmp_path):
+    root = tmp_path / "checkout"
+    two_runs(root / results.RESULTS_DIR)
+    (root / "README.md").write_text(f"# x\n\n{results.RESULTS_BEGIN}\nold\n{results.RESULTS_END}\nend\n")
+    patch = root / PATCH
+    patch.write_text("Subject: x\nBench: none\n\nWhy: y\n")
+    message = results.regenerate(root, "0.5.17", [patch])
+    runs = results.load_runs(root / results.RESULTS_DIR)
+    assert message.endswith("from 3 runs; Bench: rewritten in 1 patches")
+    assert (root / results.RESULTS_DIR / "README.md").read_text() == results.index_markdown(runs)
+    assert (root / "README.md").read_text() == (f"# x\n\n{results.RESULTS_BEGIN}\n{results.results_table(runs, '0.5.17')}\n"
+                                                f"{results.RESULTS_END}\nend\n")
+    assert "Bench: benchmark_results/" in patch.read_text()
+
+
+def test_the_index_marks_invalid_runs(tmp_path):
+    make_run(tmp_path, "2026-11-23-h100-26b-a4b-g0123456789-chat-INVALID",
+             result(valid=False, figures=[], summary="the stream decoded to no text",
+                    series={"versions": ["0.5.12+gemma4.g0123456789"], "sources": ["folder name"]}))
+    index = results.index_markdown(results.load_runs(tmp_path))
+    assert ("| [2026-11-23-h100-26b-a4b-g0123456789-chat-INVALID](2026-11-23-h100-26b-a4b-g0123456789-chat-INVALID/"
+            "README.md) | H100 | 0.5.12 | g0123456789 | **invalid**: the stream decoded to no text |") in index
+
+
+def test_pack_run_command_packs_a_folder_once(tmp_path, capsys, monkeypatch):
+    from sglang_gemma4 import cli
+
+    monkeypatch.setenv("SGLANG_GEMMA4_ROOT", str(Path(__file__).resolve().parents[2]))
+    folder = make_run(tmp_path, packed=False)
+    assert cli.main(["pack-run", str(folder)]) == 0
+    assert f"pack-run: 3 files moved into {folder / 'raw.tar.xz'}" in capsys.readouterr().out
+    assert cli.main(["pack-run", str(folder)]) == 1
+    assert "raw.tar.xz: exists; unpack it first" in capsys.readouterr().err
