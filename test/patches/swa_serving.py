@@ -55,6 +55,7 @@ class Serving:
             page_size=page_size, sliding_window_size=window,
             tree_components=(ComponentType.FULL, ComponentType.SWA)))
         self.running = self.batch([])
+        self.forward_ct = 0  # the scheduler's count of batches run; SWA maintenance keys off it
 
     def batch(self, reqs: list[Req]) -> ScheduleBatch:
         return ScheduleBatch.init_new(reqs, self.req_to_token_pool, self.allocator, self.cache, MODEL_CONFIG,
@@ -80,6 +81,7 @@ class Serving:
             chunked = self.adder(chunk).add_chunked_req(req)
         prefill = self.batch([req])
         prefill.prepare_for_extend()
+        self.run(prefill)
         req.output_ids.append(NEXT_TOKEN)
         maybe_cache_unfinished_req(req, self.cache)
         if self.running.is_empty():
@@ -93,10 +95,16 @@ class Serving:
         `check()` (the step's forward would run here), then sample."""
         for _ in range(steps):
             self.running.prepare_for_decode()
+            self.run(self.running)
             if check is not None:
                 check()
             for req in self.running.reqs:
                 req.output_ids.append(NEXT_TOKEN)
+
+    def run(self, batch: ScheduleBatch) -> None:
+        """Where the scheduler launches the forward: it numbers the batch."""
+        self.forward_ct += 1
+        batch.forward_iter = self.forward_ct
 
     def finish(self, req: Req) -> None:
         release_kv_cache(req, self.cache)

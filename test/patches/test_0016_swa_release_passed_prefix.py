@@ -18,6 +18,8 @@ import pytest
 import torch
 from swa_serving import Serving, publish_server_args, request, reset_context
 
+from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+
 WINDOW = 8
 
 
@@ -58,14 +60,14 @@ def assert_pools_add_up(serving: Serving):
             + serving.cache.swa_protected_size() + held) == serving.size_swa
 
 
-def assert_windows_resident(serving: Serving):
+def assert_windows_resident(serving: Serving, exact: bool = True):
     """Evict all that may go; then each running request has SWA KV from its window start on, and
-    (once every request has had its maintenance) none below it but what another one reads."""
+    (`exact`, once every request has had its maintenance) none below it but what another reads."""
     serving.evict_all()
     windows = {req.rid: serving.kv_indices(req)[window_start(serving, req):] for req in serving.running.reqs}
     for req in serving.running.reqs:
         assert serving.has_swa(windows[req.rid]).all(), f"{req.rid}: a slot inside its window was freed"
-    if all(maintained(req) for req in serving.running.reqs):
+    if exact and all(maintained(req) for req in serving.running.reqs):
         read = torch.cat(list(windows.values()))
         for req in serving.running.reqs:
             below = serving.kv_indices(req)[:window_start(serving, req)]
@@ -106,7 +108,10 @@ def test_prompt_swa_turns_evictable_exactly_as_the_window_passes(page):
 
 
 @pytest.mark.parametrize("page", [1, 4])
-def test_a_shared_prefix_stays_for_the_request_whose_window_still_reads_it(page):
+@pytest.mark.parametrize("leaf_lock_release", ["0", "1"])
+def test_a_shared_prefix_stays_for_the_request_whose_window_still_reads_it(monkeypatch, page, leaf_lock_release):
+    # upstream's all-at-once release after a window of decode steps may release what is left
+    monkeypatch.setenv("SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW", leaf_lock_release)
     serving = Serving(page, WINDOW)
     first = request("a", list(range(100, 132)))
     serving.admit(first)
@@ -134,6 +139,30 @@ def test_retraction_gives_back_what_the_request_still_held(page):
     serving.decode(3, lambda: assert_windows_resident(serving))
     serving.admit(second)  # re-prefilled from what the tree still holds
     serving.decode(3, lambda: assert_windows_resident(serving))
+    for req in (first, second):
+        serving.finish(req)
+    assert_all_returned(serving)
+
+
+@pytest.mark.parametrize("page", [1, 4])
+@pytest.mark.parametrize("leaf_lock_release", ["0", "1"])
+def test_maintenance_every_few_steps(monkeypatch, page, leaf_lock_release):
+    """SWA maintenance every 4th batch; a second request whose short suffix locks a shared node
+    longer than its window; upstream's all-at-once release (on a step between maintenances)
+    releases what is left of a partly released lock."""
+    monkeypatch.setenv("SGLANG_SWA_EVICTION_INTERVAL", "4")
+    monkeypatch.setenv("SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW", leaf_lock_release)
+    leaf_releases = []
+    release = UnifiedRadixCache.dec_swa_lock_only
+    monkeypatch.setattr(UnifiedRadixCache, "dec_swa_lock_only",
+                        lambda self, *a, **k: leaf_releases.append(a) or release(self, *a, **k))
+    serving = Serving(page, WINDOW)
+    first, second = request("a", list(range(100, 140))), request("b", list(range(100, 128)) + [9] * 4)
+    serving.admit(first)
+    serving.decode(5)
+    serving.admit(second)
+    serving.decode(24, lambda: assert_windows_resident(serving, exact=False))
+    assert bool(leaf_releases) == (leaf_lock_release == "1")
     for req in (first, second):
         serving.finish(req)
     assert_all_returned(serving)
