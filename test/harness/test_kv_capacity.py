@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from sglang_gemma4.harness import bench, kv_capacity
-from sglang_gemma4.harness.kv_capacity import main, markdown, parse_sglang, parse_vllm, report
+from sglang_gemma4.harness.kv_capacity import (main, markdown, parse_sglang, parse_vllm, report, served_variant,
+                                                 sglang_window)
 
 REPO = Path(__file__).resolve().parents[2]
 LOG_0512 = REPO / "benchmark_results/2026-11-22-h100-26b-a4b-g253f045b9c-swa-study/26b-a4b-r0.8.server.log"
-WINDOW_26B = 1023  # sglang's: the config's 1024 less the current token
 
 # sglang 0.5.17: model_runner.load_model, pool_configurator, memory_pool._finalize_allocation_log,
 # swa_memory_pool, kv_cache_configurator.configure, cuda_graph_setup, scheduler (TP-tagged lines)
@@ -46,7 +46,7 @@ LOG_VLLM = """\
 def rows(text: str, **kwargs) -> dict:
     if kv_capacity.is_vllm(text):
         return kv_capacity.vllm_rows(parse_vllm(text), kwargs.get("context", 32768), kwargs.get("gpu_total_gib"))
-    return kv_capacity.sglang_rows(parse_sglang(text), kwargs.get("context", 32768), WINDOW_26B)
+    return kv_capacity.sglang_rows(parse_sglang(text), kwargs.get("context", 32768), sglang_window("26b-a4b"))
 
 
 def test_sglang_0512_log_of_this_repository():
@@ -134,7 +134,27 @@ def test_table_and_json(tmp_path, capsys):
     assert "| KV cache (tokens, vLLM's count) |  | 148,709 |" in table
     assert main([str(sglang_log), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sglang.log"]["SWA pool (tokens)"] == 53_281
-    assert report([sglang_log], 32768, WINDOW_26B, None)["sglang.log"]["weights (GiB)"] == 47.85
+    assert report([sglang_log], 32768, "26b-a4b", None)["sglang.log"]["weights (GiB)"] == 47.85
+
+
+def test_logs_of_the_same_name_are_told_apart_by_their_folder(tmp_path):
+    for side in ("memory-off", "memory-on"):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "31b-patched.log").write_text(LOG_0517)
+    logs = [tmp_path / "memory-off" / "31b-patched.log", tmp_path / "memory-on" / "31b-patched.log"]
+    assert list(report(logs, 32768, "26b-a4b", None)) == ["memory-off/31b-patched.log", "memory-on/31b-patched.log"]
+
+
+def test_the_window_comes_from_the_checkpoint_the_log_served(tmp_path):
+    assert sglang_window("26b-a4b") == 1023 and sglang_window("e4b") == 511  # the config's less the current token
+    assert served_variant(LOG_0512.read_text(errors="replace"), "e2b") == "26b-a4b"
+    e4b = LOG_0517.replace("model_path='m'", "model_path='/repo/checkpoints/e4b-conditional'")
+    assert served_variant(e4b, "26b-a4b") == "e4b"
+    assert served_variant(LOG_0517, "31b") == "31b"  # a path naming no variant: the default
+    log = tmp_path / "e4b.log"
+    log.write_text(e4b.replace("swa_layer_tokens=53281", "swa_layer_tokens=2560"))
+    # five E4B windows (511 + one page) fit its SWA pool: five 32k requests at once
+    assert report([log], 32768, "26b-a4b", None)["e4b.log"]["32768-token requests at once"] == 5
 
 
 def test_a_missing_log_is_named(tmp_path, capsys):

@@ -12,8 +12,8 @@ other static buffers, CUDA graphs, what is left for activations, and the gap bet
 and what the server holds.  Then the KV capacity seen by requests of --context tokens: how many
 fit at once and the full-attention tokens they hold together.  An sglang request needs its
 context in the full-attention pool and one sliding window plus a page in the SWA pool, what its
-scheduler reserves (sglang's window is the config's less one: it leaves out the current token);
-vLLM logs its own concurrency at its context length.
+scheduler reserves (the window of the variant whose checkpoint the log's model path names, else
+--variant's); vLLM logs its own concurrency at its context length.
 The sizes a log does not state are left blank, not guessed.
 
 `bench` runs harness/bench.py with the workloads the KV-capacity comparison adds (summarization
@@ -168,13 +168,29 @@ def _per_token(gib, tokens):
     return None if gib is None or not tokens else round(gib * (1 << 30) / tokens)
 
 
-def report(logs: list[Path], context: int, window: int, gpu_total_gib: float | None) -> dict[str, dict]:
-    """Per log (by file name): its rows."""
+def served_variant(text: str, default: str) -> str:
+    """The variant an sglang log served, from the checkpoint directory its model_path names (this
+    repository's checkpoints are named after theirs), else `default`."""
+    match = re.search(r"model_path='([^']*)'", text)
+    name = Path(match.group(1)).name if match else ""
+    return next((v for v in sorted(VARIANTS, key=len, reverse=True) if name.startswith(v)), default)
+
+
+def sglang_window(variant: str) -> int:
+    """sglang's sliding window: the config's less one (it leaves out the current token)."""
+    return VARIANTS[variant]["sliding_window"] - 1
+
+
+def report(logs: list[Path], context: int, variant: str, gpu_total_gib: float | None) -> dict[str, dict]:
+    """Per log (by file name, with its folder's where two share one): its rows; `variant` for an
+    sglang log whose model path names none."""
+    names = [log.name for log in logs]
     table = {}
     for log in logs:
         text = log.read_text(errors="replace")
-        table[log.name] = (vllm_rows(parse_vllm(text), context, gpu_total_gib) if is_vllm(text)
-                           else sglang_rows(parse_sglang(text), context, window))
+        name = log.name if names.count(log.name) == 1 else f"{log.parent.name}/{log.name}"
+        table[name] = (vllm_rows(parse_vllm(text), context, gpu_total_gib) if is_vllm(text) else
+                           sglang_rows(parse_sglang(text), context, sglang_window(served_variant(text, variant))))
     return table
 
 
@@ -203,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("logs", nargs="+", type=Path, help="server logs (sglang or vLLM, told apart by content)")
     parser.add_argument("--variant", default="26b-a4b", choices=sorted(VARIANTS),
-                        help="the served shape, for its sliding window (default 26b-a4b)")
+                        help="the shape served by an sglang log whose model path names none, for its sliding "
+                             "window (default 26b-a4b)")
     parser.add_argument("--context", type=int, default=32768, help="the long requests' length (default 32768)")
     parser.add_argument("--gpu-total-gib", type=float,
                         help="the GPU's memory (nvidia-smi's memory.total / 1024): vLLM's fraction is of it")
@@ -212,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = [str(log) for log in args.logs if not log.is_file()]
     if missing:
         parser.error(f"no such log: {', '.join(missing)}")
-    table = report(args.logs, args.context, VARIANTS[args.variant]["sliding_window"] - 1, args.gpu_total_gib)
+    table = report(args.logs, args.context, args.variant, args.gpu_total_gib)
     print(json.dumps(table, indent=1) if args.json else markdown(table))
     return 0
 
