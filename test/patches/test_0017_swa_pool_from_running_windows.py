@@ -132,6 +132,12 @@ def test_a_ratio_the_user_set_wins(tmp_path):
     assert type(create_memory_pool_configurator(kvc)) is HybridSWAPoolConfigurator
 
 
+def test_without_chunked_prefill_the_ratio_splits(tmp_path):
+    """The cap counts the prefill chunks in flight; unchunked prefills have no such bound."""
+    kvc = kv_cache_configurator(tmp_path, "26b-a4b", "--max-running-requests", "32", "--chunked-prefill-size", "-1")
+    assert type(create_memory_pool_configurator(kvc)) is HybridSWAPoolConfigurator
+
+
 def test_the_chunk_cache_keeps_its_own_cap(tmp_path):
     kvc = kv_cache_configurator(tmp_path, "26b-a4b", "--max-running-requests", "32", "--disable-radix-cache")
     assert type(create_memory_pool_configurator(kvc)) is SWAChunkCapPoolConfigurator
