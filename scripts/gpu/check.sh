@@ -79,6 +79,20 @@
 #                $SWA_WORKLOADS picks workloads
 #   baseline     pristine sglang benchmarks: chat 1000/1000, summarization 8000/1000, batch-1
 #                decode (default variant 26b-a4b; e.g. baseline:e4b)
+#   kv-capacity  patches 0016/0017 (SWA lock released as the window slides, SWA pool sized for the running
+#                windows; both opt-in) on the full 26B-A4B shape, patched build, into $OUT/kv-capacity; one part
+#                per device call: kv-capacity:PART[,PART]. Setups off, on, off-r48, on-r48 (the switches, and
+#                --max-running-requests 48 with the -r48 ones): one server each, summarization 80 x 8000/1000
+#                and chat 1000/1000 at 32 and 64 at once ($KV_WORKLOADS picks), pool usage over time, peak
+#                running requests, retractions, TTFT, output tok/s (harness/kv_capacity.py bench); parity:
+#                26B-A4B and E4B vs transformers with both switches on (parity.py serves without the radix cache
+#                and decodes 2 tokens, so it shows the switches harm nothing else, not the release itself);
+#                canary: on with --max-running-requests 32 (a tight SWA pool) under chat at 64 with sglang's KV
+#                canary raising on any KV slot a forward reads that was freed or overwritten; memory: the
+#                31B and E4B presets ($KV_MEMORY_VARIANTS) started with the switches off, then on. Every part
+#                ends with the memory and KV-capacity table of the servers logged so far ($OUT/kv-capacity/
+#                memory.md; $VLLM_LOG adds a vLLM server log). Merge the calls' bench.jsonl and run
+#                `python -m sglang_gemma4.harness.bench --out DIR --summarize-only` for the A/B tables
 #
 # PATCHED_ENV="KEY=VALUE ..." is given to the patched servers of parity and ab (opt-in switches);
 # AB_FLAGS replaces ab's server flags (default --cuda-graph-max-bs-decode 32).
@@ -283,6 +297,40 @@ for arg in "$@"; do
          python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/swa" "${setups[@]}" \
            --workloads ${SWA_WORKLOADS:-summarization-80 chat} -- --cuda-graph-max-bs-decode 32 --cuda-graph-backend-prefill disabled ||
            status=1 ;;
+    kv-capacity) kv=$OUT/kv-capacity
+                 kv_off="SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX=0 SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS=0"
+                 kv_on="SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX=1 SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS=1"
+                 declare -A kv_setups=([off]="$kv_off" [on]="$kv_on" [off-r48]="$kv_off --max-running-requests 48"
+                                       [on-r48]="$kv_on --max-running-requests 48")
+                 # decode graphs up to the 64 requests the workloads run; no prefill graphs: shorter starts,
+                 # and sglang's KV canary needs them off
+                 kv_flags=(--cuda-graph-max-bs-decode 64 --cuda-graph-backend-prefill disabled)
+                 kv_workloads=${KV_WORKLOADS:-summarization-80-at-32 summarization-80-at-64 chat-at-32 chat-at-64}
+                 for part in ${variants:-off on}; do
+                   case $part in
+                     parity) python3 -m sglang_gemma4.harness.parity --out "$kv/parity" --variants 26b-a4b e4b \
+                               --builds patched --patched-env $kv_on || status=1 ;;
+                     canary) python3 -m sglang_gemma4.harness.kv_capacity bench --variant 26b-a4b --out "$kv/canary" \
+                               --config "on-r32-canary=patched $kv_on --max-running-requests 32 --kv-canary raise" \
+                               --workloads chat-at-64 -- "${kv_flags[@]}" || status=1 ;;
+                     memory) for side in off on; do
+                               ( export ${kv_setups[$side]}
+                                 python3 -m sglang_gemma4.harness.smoke --out "$kv/memory-$side" --build patched \
+                                   --variants ${KV_MEMORY_VARIANTS:-31b e4b} -- "${kv_flags[@]}" ) || status=1
+                             done ;;
+                     *) [ -n "${kv_setups[$part]:-}" ] ||
+                          { echo "check: unknown kv-capacity part $part (parity canary memory ${!kv_setups[*]})" >&2; exit 2; }
+                        python3 -m sglang_gemma4.harness.kv_capacity bench --variant 26b-a4b --out "$kv" \
+                          --config "$part=patched ${kv_setups[$part]}" --workloads $kv_workloads -- "${kv_flags[@]}" ||
+                          status=1 ;;
+                   esac
+                 done
+                 gpu_gib=$(awk -F', *' 'NR == 1 {printf "%.2f", $2 / 1024}' "$OUT/gpu.txt")  # memory.total, MiB
+                 shopt -s nullglob
+                 kv_logs=("$kv"/*.server.log "$kv"/canary/*.server.log "$kv"/memory-*/*.log ${VLLM_LOG:-})
+                 shopt -u nullglob
+                 [ ${#kv_logs[@]} -eq 0 ] || python3 -m sglang_gemma4.harness.kv_capacity "${kv_logs[@]}" \
+                   --gpu-total-gib "$gpu_gib" | tee "$kv/memory.md" || status=1 ;;
     baseline) for v in ${variants:-26b-a4b}; do
                 # capture graphs for the largest concurrency the workloads use (32), not the preset's 64
                 python3 -m sglang_gemma4.harness.bench --variant "$v" --builds pristine --out "$OUT/baseline-$v" \
