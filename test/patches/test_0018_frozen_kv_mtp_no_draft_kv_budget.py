@@ -1,4 +1,4 @@
-"""0014: a frozen-KV MTP draft (Gemma 4's assistant) owns no KV pool, so the target's KV budget keeps
+"""0018: a frozen-KV MTP draft (Gemma 4's assistant) owns no KV pool, so the target's KV budget keeps
 no room for its layers. On CPU: resolving the speculative sizing config records no draft layers for
 FROZEN_KV_MTP (EAGLE, whose draft has its own pool, still records the draft's 4), and the hybrid SWA
 pool configurator, driven with Gemma 4 26B-A4B's KV shapes, then charges a token what it charges
