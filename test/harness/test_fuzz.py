@@ -144,6 +144,7 @@ def test_the_pool_is_drained_when_the_probe_decodes_alone_with_its_own_tokens(li
     ({"ok": 599, "server-error": 1}, True, True, True, False),
     ({"ok": 599, "bad-body": 1}, True, True, True, False),
     ({"ok": 599, "no-answer": 1}, True, True, True, False),
+    ({"ok": 599, "not-sent": 1}, True, True, True, False),
     ({"ok": 600}, False, False, False, False),
     ({"ok": 600}, True, False, True, False),
     ({"ok": 600}, True, True, False, False),
@@ -172,6 +173,9 @@ class StandIn(BaseHTTPRequestHandler):
         else:
             self.answer(400, {"error": {"message": "sampling_params.top_k must be ..."}})
 
+    def do_GET(self):  # /health
+        self.answer(200, {})
+
     def answer(self, status, body):
         data = json.dumps(body).encode()
         self.send_response(status)
@@ -183,8 +187,7 @@ class StandIn(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.parametrize("fail_some, verdict", [(False, "PASS"), (True, "FAIL")])
-def test_a_run_writes_its_result_file(tmp_path, monkeypatch, fail_some, verdict):
+def stand_in_run(tmp_path, monkeypatch, fail_some: bool, time_limit: float = 300) -> tuple[bool, dict]:
     monkeypatch.setattr(fuzz.time, "sleep", lambda s: None)
     log = tmp_path / "server.log"
     log.write_text("")
@@ -194,11 +197,21 @@ def test_a_run_writes_its_result_file(tmp_path, monkeypatch, fail_some, verdict)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         passed = fuzz.run(f"http://127.0.0.1:{server.server_address[1]}", log, tmp_path, count=40, seed=5,
-                          vocab=VOCAB, workers=4)
+                          vocab=VOCAB, workers=4, time_limit=time_limit)
     finally:
         server.shutdown()
-    result = json.loads((tmp_path / "fuzz.json").read_text())
+    return passed, json.loads((tmp_path / "fuzz.json").read_text())
+
+
+@pytest.mark.parametrize("fail_some, verdict", [(False, "PASS"), (True, "FAIL")])
+def test_a_run_writes_its_result_file(tmp_path, monkeypatch, fail_some, verdict):
+    passed, result = stand_in_run(tmp_path, monkeypatch, fail_some)
     assert passed is (verdict == "PASS") and result["verdict"] == verdict
     assert result["seed"] == 5 and sum(result["outcomes"].values()) == 40
     assert result["pool_drained"] and result["good_request_answered"] and result["server_deaths"] == 0
     assert result["answers_5xx"] == len(result["failures"]) == (4 if fail_some else 0)
+
+
+def test_requests_past_the_time_limit_are_not_sent_and_fail_the_run(tmp_path, monkeypatch):
+    passed, result = stand_in_run(tmp_path, monkeypatch, fail_some=False, time_limit=-1)
+    assert not passed and result["outcomes"] == {"not-sent": 40}

@@ -10,7 +10,8 @@ PASS only if every answer is a 2xx with a sensible body or a 4xx, the server nev
 is a 5xx, and afterwards the KV pool has drained and a good request is answered. Drained: while a
 probe request decodes alone, the scheduler's decode log lines (read as harness/pool_usage.py reads
 them) show it as the only running request, holding no more tokens than its own. Writes
-DIR/fuzz.json. Bounded: --requests requests, --workers at a time, 60 s each.
+DIR/fuzz.json. Bounded: --requests requests, --workers at a time, 60 s each, none sent after
+--time-limit seconds (those count as failures: the server was too slow to answer them all).
 
 The generator (`request`) also drives the CPU fuzz test of the validation layer. It leaves out values
 that are valid but slow to serve (n in the hundreds, top logprobs over the whole vocabulary, long
@@ -256,14 +257,23 @@ def verdict(counts: dict, server_alive: bool, good_answered: bool, drained: bool
     return bad == 0 and server_alive and good_answered and drained
 
 
+def serving(url: str) -> bool:
+    try:
+        return http_json("GET", f"{url}/health", timeout=10)[0] == 200
+    except OSError:
+        return False
+
+
 def run(url: str, log_path: Path, out: Path, count: int, seed: int, vocab: int, workers: int,
-        alive=lambda: True) -> bool:
+        alive=None, time_limit: float = 300) -> bool:
     rng = random.Random(seed)
     cases = [request(rng, vocab) for _ in range(count)]
     started = time.monotonic()
 
     def one(case):
         endpoint, payload = case
+        if time.monotonic() - started > time_limit:
+            return endpoint, payload, 0, "not sent: time limit reached", "not-sent"
         status, body = send(url, endpoint, payload, timeout=60)
         return endpoint, payload, status, body, classify(endpoint, payload.get("stream") is True, status, body)
 
@@ -276,7 +286,7 @@ def run(url: str, log_path: Path, out: Path, count: int, seed: int, vocab: int, 
         by_endpoint.setdefault(endpoint, {}).setdefault(outcome, 0)
         by_endpoint[endpoint][outcome] += 1
     time.sleep(5)  # let aborted requests leave the scheduler before the probe
-    server_alive = alive()
+    server_alive = (alive or (lambda: serving(url)))()
     good_answered, drained, lines = probe(url, log_path) if server_alive else (False, False, [])
     passed = verdict(counts, server_alive, good_answered, drained)
     failures = [{"endpoint": e, "request": encode(p).decode()[:300], "status": s, "answer": b[:300], "outcome": o}
@@ -302,6 +312,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, help="default: a random one, printed and recorded")
     parser.add_argument("--vocab", type=int, default=262144)
     parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--time-limit", type=float, default=300, help="seconds after which no request is sent")
     args = parser.parse_args()
     if not args.start and not args.log:
         parser.error("give --start VARIANT, or --log with the server's log for the pool check")
@@ -312,9 +323,10 @@ def main() -> int:
     if args.start:
         with Server(args.start, "patched", out / f"{args.start}-patched.log", extra=FAST_START) as server:
             passed = run(server.url, server.log_path, out, args.requests, seed, args.vocab, args.workers,
-                         alive=lambda: server.process.poll() is None)
+                         alive=lambda: server.process.poll() is None, time_limit=args.time_limit)
     else:
-        passed = run(args.url, Path(args.log), out, args.requests, seed, args.vocab, args.workers)
+        passed = run(args.url, Path(args.log), out, args.requests, seed, args.vocab, args.workers,
+                     time_limit=args.time_limit)
     return 0 if passed else 1
 
 
