@@ -8,6 +8,10 @@
 #   mtp          the MTP preset: 26B-A4B-shaped target + assistant draft, full size, dummy weights
 #                (pristine, then patched)
 #   bad-input    malformed and hostile requests against a server (default variant e2b)
+#   fuzz         generated hostile requests (harness/fuzz.py) against a patched server (default variant
+#                e2b): $FUZZ_REQUESTS (default 600) over /generate, /v1/completions and
+#                /v1/chat/completions, streaming and not, seed $FUZZ_SEED (default random, recorded); PASS
+#                needs 2xx/4xx answers only, the server alive, its KV pool drained, a good request answered
 #   gpu-tests    every patch's tests on the GPU against the bundle's patched tree (CUDA kernels
 #                for real, and the `gpu`-marked cases CI skips; also the graph-replay timer's), or
 #                the test files in $GPU_TESTS
@@ -124,6 +128,8 @@ for arg in "$@"; do
     smoke) python3 -m sglang_gemma4.harness.smoke --out "$OUT/smoke" --build patched \
              --variants ${variants:-26b-a4b e4b 31b e2b} -- "${SMOKE_FLAGS[@]}" || status=1 ;;
     bad-input) python3 -m sglang_gemma4.harness.bad_input --start "${variants:-e2b}" --out "$OUT/bad-input" || status=1 ;;
+    fuzz) python3 -m sglang_gemma4.harness.fuzz --start "${variants:-e2b}" --out "$OUT/fuzz" \
+            --requests "${FUZZ_REQUESTS:-600}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} || status=1 ;;
     mtp) for build in pristine patched; do
            python3 -m sglang_gemma4.harness.smoke --out "$OUT/mtp" --build $build --mtp \
              --variants ${variants:-26b-a4b} -- "${SMOKE_FLAGS[@]}" || { [ $build = pristine ] || status=1; }

@@ -1,0 +1,111 @@
+"""sglang's request path on CPU, in process, up to the scheduler: the real TokenizerManager (built
+from a config-only E2B checkpoint with a byte-level tokenizer), the /generate handler and the OpenAI
+serving classes, with the scheduler replaced by a recorder. A request comes back as the server would
+answer it (an HTTP status and message) with the tokenized requests it handed to the scheduler."""
+
+import asyncio
+import functools
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gemma4_config import server_args, write_config
+from pydantic import TypeAdapter, ValidationError
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+
+VOCAB = 262144  # Gemma 4's, which the E2B config declares
+CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}model: {% endif %}")
+
+
+@dataclass
+class Answer:
+    status: int
+    message: str = ""
+    sent: list = field(default_factory=list)  # TokenizedGenerateReqInput, as handed to the scheduler
+
+
+class Dispatched(BaseException):
+    """Ends a request where it would wait for the scheduler (a BaseException: no handler takes it
+    for an error)."""
+
+
+def byte_level_tokenizer(directory: Path) -> None:
+    """A tokenizer with one token per byte (any valid text encodes) and a chat template."""
+    specials = ["<pad>", "<eos>", "<bos>", "<unk>"]
+    vocab = {token: i for i, token in enumerate(specials + sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>",
+                            unk_token="<unk>", chat_template=CHAT_TEMPLATE).save_pretrained(directory)
+
+
+class FrontEnd:
+    def __init__(self, model_dir: Path):
+        from sglang.srt.entrypoints import http_server
+        from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, CompletionRequest
+        from sglang.srt.entrypoints.openai.serving_chat import OpenAIServingChat
+        from sglang.srt.entrypoints.openai.serving_completions import OpenAIServingCompletion
+        from sglang.srt.managers.io_struct import GenerateReqInput
+        from sglang.srt.managers.tokenizer_manager import TokenizerManager
+        from sglang.srt.parser.template_manager import TemplateManager
+        from sglang.srt.server_args import PortArgs
+
+        args = server_args(model_dir)
+        manager = TokenizerManager(args, PortArgs.init_new(args))
+        templates = TemplateManager()
+        templates.initialize_templates(tokenizer_manager=manager, model_path=args.model_path)
+        http_server.set_global_state(http_server._GlobalState(manager, templates, {}))
+        self.sent: list = []
+        created = manager._create_tokenized_object
+
+        def record(*args, **kwargs):
+            tokenized = created(*args, **kwargs)
+            self.sent.append(tokenized)
+            return tokenized
+
+        async def wait_for_scheduler(obj, request=None):
+            raise Dispatched()
+            yield
+
+        manager._create_tokenized_object = record
+        manager._send_one_request = manager._send_batch_request = lambda obj: None
+        manager._wait_one_response = wait_for_scheduler
+        manager.auto_create_handle_loop = lambda: None  # no detokenizer to listen to
+        self.manager = manager
+        self.generate = http_server.generate_request
+        self.generate_input = TypeAdapter(GenerateReqInput)
+        self.openai = {"/v1/completions": (CompletionRequest, OpenAIServingCompletion(manager, templates)),
+                       "/v1/chat/completions": (ChatCompletionRequest, OpenAIServingChat(manager, templates))}
+        self.loop = asyncio.new_event_loop()  # one loop: the manager's locks bind to the first
+
+    def post(self, endpoint: str, payload: dict) -> Answer:
+        """Answer `payload` as the server would, from its JSON as the server reads it."""
+        body = json.loads(json.dumps(payload, allow_nan=True))
+        self.sent = []
+        try:
+            if endpoint == "/generate":
+                response = self.loop.run_until_complete(self.generate(self.generate_input.validate_python(body),
+                                                                      None))
+            else:
+                model, serving = self.openai[endpoint]
+                response = self.loop.run_until_complete(serving.handle_request(model.model_validate(body), None))
+        except Dispatched:
+            return Answer(200, sent=self.sent)
+        except ValidationError as e:  # FastAPI answers a body that fails its model with 400
+            return Answer(400, str(e))
+        except Exception as e:  # FastAPI answers an exception a handler lets out with 500
+            return Answer(500, f"{type(e).__name__}: {e}")
+        return Answer(response.status_code, json.loads(response.body).get("error", {}).get("message", "")
+                      if endpoint == "/generate" else json.loads(response.body).get("message", ""))
+
+
+@functools.cache
+def front_end() -> FrontEnd:
+    """One per test process: building it takes seconds."""
+    model_dir = write_config(Path(tempfile.mkdtemp(prefix="sglang-front-end-")), "e2b", "causal")
+    byte_level_tokenizer(model_dir)
+    return FrontEnd(model_dir)
