@@ -15,7 +15,7 @@
 #   --port P         (default 30000)
 #   --api-key K      passed through to launch_server
 #   --no-prebuild    skip building sglang's and FlashInfer's CUDA modules side by side before the
-#                    server starts (python -m sglang_gemma4.prebuild); a server then compiles the
+#                    server starts (python -m sglang_gemma4.gpu.prebuild); a server then compiles the
 #                    ones missing from its caches one after another during its first graph capture
 #                    (SGLANG_GEMMA4_PREBUILD=0 in the environment does the same)
 #
@@ -93,7 +93,7 @@ fi
 echo "launch_gemma4: ${SGLANG_GEMMA4_BUILD:-installed} sglang, $variant, tp $tp, $host:$port"
 # Before, not beside, the server: the build processes are gone when it sizes its memory pools.
 if [ "$prebuild" = 1 ]; then
-  PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" python3 -m sglang_gemma4.prebuild --model "$model" --tp "$tp" ||
+  PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" python3 -m sglang_gemma4.gpu.prebuild --model "$model" --tp "$tp" ||
     echo "launch_gemma4: prebuild incomplete; the server builds what is missing itself" >&2
 fi
 exec python3 -m sglang.launch_server "${args[@]}" "$@"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from sglang_gemma4.cli import Stack
-from sglang_gemma4.readme_table import BEGIN as README_BEGIN, END as README_END, patch_table
-from sglang_gemma4.layout import Layout
-from sglang_gemma4.lint import lint
+from sglang_gemma4.stack.readme_table import BEGIN as README_BEGIN, END as README_END, patch_table
+from sglang_gemma4.stack.layout import Layout
+from sglang_gemma4.stack.lint import lint
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . "${PREFIX:-/tmp/sglang-gemma4}/env-pristine.sh"
-PYTHONPATH=$PWD/python:$PYTHONPATH exec python3 -m sglang_gemma4.harness.repro --case huge-top-logprobs --build "$1" --out "$2"
+PYTHONPATH=$PWD/python:$PYTHONPATH exec python3 -m sglang_gemma4.gpu.repro --case huge-top-logprobs --build "$1" --out "$2"

@@ -47,7 +47,7 @@
 #                SGLANG_GEMMA4_YOCO=1 (graphs off, so prefills are eligible), whole and in 256-token
 #                chunks, then A/B off vs on with the radix cache and piecewise graphs off: prefill
 #                30 x 7000/10 and decode 64 x 100/1000 ($YOCO_WORKLOADS)
-#   moe-tune     the fused-MoE kernel configs for 26B-A4B on this GPU (scripts/tune_gemma4_moe.py,
+#   moe-tune     the fused-MoE kernel configs for 26B-A4B on this GPU (sglang_gemma4.gpu.tune_gemma4_moe,
 #                $MOE_TUNE_ARGS), then batch-1 and chat with sglang's shipped configs vs the tuned file
 #                (SGLANG_MOE_CONFIG_DIR), patched build, same call
 #   coldstart    issue #10 part 3: the server started with the launch preset's own capture sizes (default variant
@@ -58,9 +58,9 @@
 #                $OUT, so a warm start may follow in the next call while the machine is held. Start-time
 #                breakdown of each and what the last start compiled (harness/compile_caches.py)
 #   tiles        the Triton extend-attention kernel on Gemma-4 shapes: a grid of tiles vs the shipped one
-#                (scripts/bench_extend_attention_tiles.py; $TILE_CASES picks cases)
+#                (sglang_gemma4.gpu.bench_extend_attention_tiles; $TILE_CASES picks cases)
 #   decode-tiles the Triton decode attention (stage 1's tile, the KV-split cap) on Gemma-4 shapes at batch
-#                1-64 and contexts 256-8000 vs the shipped launch (scripts/bench_decode_attention_tiles.py)
+#                1-64 and contexts 256-8000 vs the shipped launch (sglang_gemma4.gpu.bench_decode_attention_tiles)
 #   opt-in-ab    the patched build as it is (setup "off"), then with each switch of $OPT_IN alone
 #                (KEY=VALUE, e.g. a kill switch SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0, or a --server-flag,
 #                e.g. sglang's --enable-fused-moe-sum-all-reduce), same call: batch-1 decode and
@@ -107,11 +107,11 @@ for arg in "$@"; do
   stage=${arg%%:*}
   variants=$( [ "$arg" != "$stage" ] && echo "${arg#*:}" | tr ',' ' ' || true)
   case "$stage" in
-    smoke) python3 -m sglang_gemma4.harness.smoke --out "$OUT/smoke" --build patched \
+    smoke) python3 -m sglang_gemma4.gpu.smoke --out "$OUT/smoke" --build patched \
              --variants ${variants:-26b-a4b e4b 31b e2b} -- "${SMOKE_FLAGS[@]}" || status=1 ;;
-    bad-input) python3 -m sglang_gemma4.harness.bad_input --start "${variants:-e2b}" --out "$OUT/bad-input" || status=1 ;;
+    bad-input) python3 -m sglang_gemma4.gpu.bad_input --start "${variants:-e2b}" --out "$OUT/bad-input" || status=1 ;;
     mtp) for build in pristine patched; do
-           python3 -m sglang_gemma4.harness.smoke --out "$OUT/mtp" --build $build --mtp \
+           python3 -m sglang_gemma4.gpu.smoke --out "$OUT/mtp" --build $build --mtp \
              --variants ${variants:-26b-a4b} -- "${SMOKE_FLAGS[@]}" || { [ $build = pristine ] || status=1; }
          done ;;
     gpu-tests) tree=$PREFIX-tree  # the layout the tests expect: TREE/python/sglang
@@ -121,25 +121,25 @@ for arg in "$@"; do
                    ${GPU_TESTS:-test/patches test/harness/test_cuda_timing.py} ) 2>&1 |
                  tee "$OUT/gpu-tests.log" | tail -15 || status=1 ;;
     routing) ( use_build patched
-               python3 scripts/bench_gemma4_routing.py --out "$OUT/routing" ) || status=1 ;;
+               python3 -m sglang_gemma4.gpu.bench_gemma4_routing --out "$OUT/routing" ) || status=1 ;;
     serve) ( . "$PREFIX/env-patched.sh"; exec setsid make serve \
                SERVE_FLAGS="-- --cuda-graph-max-bs-decode 8 --cuda-graph-max-bs-prefill 512" ) > "$OUT/serve.log" 2>&1 &
            serve_pid=$!
-           python3 -m sglang_gemma4.harness.ask 2>&1 | tee "$OUT/serve-check.txt" || status=1
+           python3 -m sglang_gemma4.gpu.ask 2>&1 | tee "$OUT/serve-check.txt" || status=1
            kill -- -"$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true ;;
-    parity) python3 -m sglang_gemma4.harness.parity --out "$OUT/parity" --variants ${variants:-e2b e4b 26b-a4b 31b} \
+    parity) python3 -m sglang_gemma4.gpu.parity --out "$OUT/parity" --variants ${variants:-e2b e4b 26b-a4b 31b} \
               --builds ${PARITY_BUILDS:-pristine patched} --patched-env ${PATCHED_ENV:-} \
               --eager-variants e2b e4b || status=1 ;;
-    repro) all_cases=$(python3 -c 'from sglang_gemma4.harness.repro import CASES; print(*CASES)')
+    repro) all_cases=$(python3 -c 'from sglang_gemma4.gpu.repro import CASES; print(*CASES)')
            for case in ${variants:-$all_cases}; do
              for build in pristine patched; do
                # the pristine build is expected to crash: only the patched one must survive
-               python3 -m sglang_gemma4.harness.repro --case "$case" --build "$build" --out "$OUT/repro" ||
+               python3 -m sglang_gemma4.gpu.repro --case "$case" --build "$build" --out "$OUT/repro" ||
                  { [ "$build" = pristine ] || status=1; }
              done
            done ;;
     ab) for v in ${variants:-26b-a4b}; do
-          python3 -m sglang_gemma4.harness.bench --variant "$v" --builds pristine patched --workloads ${AB_WORKLOADS:-chat batch1} \
+          python3 -m sglang_gemma4.gpu.bench --variant "$v" --builds pristine patched --workloads ${AB_WORKLOADS:-chat batch1} \
             --out "$OUT/ab-$v" --patched-env ${PATCHED_ENV:-} -- ${AB_FLAGS:---cuda-graph-max-bs-decode 32} || status=1
         done ;;
     step-trace) setups=(--builds pristine patched)
@@ -148,27 +148,27 @@ for arg in "$@"; do
                   for spec in "${specs[@]}"; do setups+=(--config "$spec"); done
                 fi
                 for v in ${variants:-26b-a4b}; do
-                  python3 -m sglang_gemma4.harness.step_trace --variant "$v" --out "$OUT/step-trace-$v" "${setups[@]}" \
+                  python3 -m sglang_gemma4.gpu.step_trace --variant "$v" --out "$OUT/step-trace-$v" "${setups[@]}" \
                     || status=1
                 done ;;
     kernels) unfused=${KERNELS_OFF:-SGLANG_OPT_USE_FUSED_GEMMA4_ROUTING=0 SGLANG_OPT_USE_FUSED_GEMMA4_PLE_TAIL=0
                SGLANG_OPT_USE_FUSED_GEMMA4_MOE_NORMS=0}
              for v in ${variants:-26b-a4b}; do
-               python3 -m sglang_gemma4.harness.bench --variant "$v" --out "$OUT/kernels-$v" --workloads ${KERNEL_WORKLOADS:-batch1 chat} \
+               python3 -m sglang_gemma4.gpu.bench --variant "$v" --out "$OUT/kernels-$v" --workloads ${KERNEL_WORKLOADS:-batch1 chat} \
                  --config "unfused=patched $unfused" --config "fused=patched" -- ${KERNEL_FLAGS:---cuda-graph-max-bs-decode 64} || status=1
              done ;;
     profile) batches=${PROFILE_BATCH_SIZES:+--batch-sizes $PROFILE_BATCH_SIZES}
              for v in ${variants:-26b-a4b}; do
                for build in ${PROFILE_BUILDS:-pristine patched}; do
-                 python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" --build $build $batches ||
+                 python3 -m sglang_gemma4.gpu.profile --variant "$v" --out "$OUT/profile" --build $build $batches ||
                    status=1
                done
-               [ -z "${PROFILE_ENV:-}" ] || python3 -m sglang_gemma4.harness.profile --variant "$v" --out "$OUT/profile" \
+               [ -z "${PROFILE_ENV:-}" ] || python3 -m sglang_gemma4.gpu.profile --variant "$v" --out "$OUT/profile" \
                  --build patched --label patched-env --env $PROFILE_ENV $batches || status=1
              done ;;
-    memory) python3 -m sglang_gemma4.harness.memory --out "$OUT/memory" --variants ${variants:-31b e4b} \
+    memory) python3 -m sglang_gemma4.gpu.memory --out "$OUT/memory" --variants ${variants:-31b e4b} \
               --archs conditional --memory explicit || status=1
-            python3 -m sglang_gemma4.harness.memory --out "$OUT/memory" --variants 31b --archs causal \
+            python3 -m sglang_gemma4.gpu.memory --out "$OUT/memory" --variants 31b --archs causal \
               --memory auto || status=1 ;;
     tp2-parity) # sglang serves TP unfused, with only a warning, when flashinfer.comm does not import
                 if ! ( use_build patched; python3 -c "import flashinfer.comm" ) > "$OUT/flashinfer-comm.txt" 2>&1; then
@@ -177,7 +177,7 @@ for arg in "$@"; do
                 fi
                 for mode in fused unfused; do
                   flags="--tp-size 2"; [ $mode = fused ] || flags+=" --enforce-disable-flashinfer-allreduce-fusion"
-                  python3 -m sglang_gemma4.harness.parity --variants ${variants:-31b} --builds patched \
+                  python3 -m sglang_gemma4.gpu.parity --variants ${variants:-31b} --builds patched \
                     --out "$OUT/tp2-parity-$mode" --server-flags "$flags" || status=1
                 done ;;
     tp2-ab) declare -A tp2_setups=([fused]="" [unfused]="--enforce-disable-flashinfer-allreduce-fusion"
@@ -187,31 +187,31 @@ for arg in "$@"; do
               [ -n "${tp2_setups[$name]+set}" ] || { echo "check: unknown tp2-ab setup $name" >&2; exit 2; }
               setups+=(--config "$name=patched ${tp2_setups[$name]}")
             done
-            python3 -m sglang_gemma4.harness.bench --variant 31b --out "$OUT/tp2-ab" "${setups[@]}" \
+            python3 -m sglang_gemma4.gpu.bench --variant 31b --out "$OUT/tp2-ab" "${setups[@]}" \
               --workloads ${TP2_WORKLOADS:-chat} -- --tp-size 2 --cuda-graph-max-bs-decode 32 --cuda-graph-backend-prefill disabled ||
               status=1 ;;
     mtp-fill) for mtp in ${MTP_SETUPS:-off on}; do
-                python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/mtp-fill" \
+                python3 -m sglang_gemma4.gpu.bench --variant 26b-a4b --out "$OUT/mtp-fill" \
                   $([ $mtp = on ] && echo --mtp) --config "mtp-$mtp=patched ${MTP_ENV:-}" \
                   --workloads ${MTP_WORKLOADS:-summarization-80 chat} -- --cuda-graph-max-bs-decode 32 \
                   --cuda-graph-backend-prefill disabled || status=1
               done
-              python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/mtp-fill" --summarize-only ;;
+              python3 -m sglang_gemma4.gpu.bench --variant 26b-a4b --out "$OUT/mtp-fill" --summarize-only ;;
     yoco) for v in ${variants:-e2b e4b}; do
-            python3 -m sglang_gemma4.harness.parity --variants "$v" --builds patched-eager \
+            python3 -m sglang_gemma4.gpu.parity --variants "$v" --builds patched-eager \
               --patched-env SGLANG_GEMMA4_YOCO=1 --out "$OUT/yoco-parity" || status=1
             # 256-token chunks: later chunks extend a cached prefix, as a radix-cache hit does
-            python3 -m sglang_gemma4.harness.parity --variants "$v" --builds patched-eager \
+            python3 -m sglang_gemma4.gpu.parity --variants "$v" --builds patched-eager \
               --patched-env SGLANG_GEMMA4_YOCO=1 --server-flags "--chunked-prefill-size 256" \
               --out "$OUT/yoco-parity-chunked" || status=1
-            python3 -m sglang_gemma4.harness.bench --variant "$v" --out "$OUT/yoco-$v" \
+            python3 -m sglang_gemma4.gpu.bench --variant "$v" --out "$OUT/yoco-$v" \
               --workloads ${YOCO_WORKLOADS:-long-prefill decode-burst} --config "off=patched SGLANG_GEMMA4_YOCO=0" \
               --config "on=patched SGLANG_GEMMA4_YOCO=1" -- --disable-radix-cache \
               --cuda-graph-backend-prefill disabled --cuda-graph-max-bs-decode 64 || status=1
           done ;;
     moe-tune) ( use_build patched
-                python3 scripts/tune_gemma4_moe.py --out "$OUT/moe-tune" ${MOE_TUNE_ARGS:-} ) || status=1
-              python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/moe-ab" --workloads batch1 chat \
+                python3 -m sglang_gemma4.gpu.tune_gemma4_moe --out "$OUT/moe-tune" ${MOE_TUNE_ARGS:-} ) || status=1
+              python3 -m sglang_gemma4.gpu.bench --variant 26b-a4b --out "$OUT/moe-ab" --workloads batch1 chat \
                 --config "shipped=patched" --config "tuned=patched SGLANG_MOE_CONFIG_DIR=$OUT/moe-tune" \
                 -- --cuda-graph-max-bs-decode 32 --cuda-graph-backend-prefill disabled || status=1 ;;
     coldstart) for v in ${variants:-26b-a4b}; do
@@ -228,17 +228,17 @@ for arg in "$@"; do
                    SGLANG_GEMMA4_PREBUILD=$prebuild \
                      TRITON_CACHE_DIR=$caches/triton TVM_FFI_CACHE_DIR=$caches/tvm-ffi \
                      FLASHINFER_WORKSPACE_BASE=$caches/flashinfer TORCHINDUCTOR_CACHE_DIR=$caches/inductor \
-                     python3 -m sglang_gemma4.harness.smoke --out "$OUT/coldstart-$start" \
+                     python3 -m sglang_gemma4.gpu.smoke --out "$OUT/coldstart-$start" \
                      --build $build --variants "$v" -- ${COLDSTART_FLAGS:-} || status=1
                  done
-                 python3 -m sglang_gemma4.harness.compile_caches "$caches" --markdown | tee "$OUT/compiles-$v.md"
-                 python3 -m sglang_gemma4.harness.start_times "$OUT"/coldstart-*/"$v"-*.log --markdown |
+                 python3 -m sglang_gemma4.gpu.compile_caches "$caches" --markdown | tee "$OUT/compiles-$v.md"
+                 python3 -m sglang_gemma4.gpu.start_times "$OUT"/coldstart-*/"$v"-*.log --markdown |
                    tee "$OUT/start-times-$v.md"
                done ;;
     tiles) ( . "$PREFIX/env-pristine.sh"
-             python3 scripts/bench_extend_attention_tiles.py --out "$OUT/tiles" ${TILE_CASES:+--cases $TILE_CASES} ) ||
+             python3 -m sglang_gemma4.gpu.bench_extend_attention_tiles --out "$OUT/tiles" ${TILE_CASES:+--cases $TILE_CASES} ) ||
              status=1 ;;
-    decode-tiles) ( . "$PREFIX/env-pristine.sh"; python3 scripts/bench_decode_attention_tiles.py --out "$OUT/decode-tiles" ) ||
+    decode-tiles) ( . "$PREFIX/env-pristine.sh"; python3 -m sglang_gemma4.gpu.bench_decode_attention_tiles --out "$OUT/decode-tiles" ) ||
                   status=1 ;;
     opt-in-ab) setups=(--config "off=patched")  # then each switch alone, named after it
                for switch in ${OPT_IN:?opt-in-ab needs OPT_IN: KEY=VALUE or --server-flag ...}; do
@@ -246,11 +246,11 @@ for arg in "$@"; do
                  setups+=(--config "${name#--}=patched $switch")
                done
                for v in ${variants:-26b-a4b}; do
-                 python3 -m sglang_gemma4.harness.bench --variant "$v" --out "$OUT/opt-in-ab-$v" \
+                 python3 -m sglang_gemma4.gpu.bench --variant "$v" --out "$OUT/opt-in-ab-$v" \
                    --workloads ${OPT_IN_WORKLOADS:-batch1 chat} "${setups[@]}" -- --cuda-graph-max-bs-decode 32 || status=1
                done ;;
     tiles-ab) for mtp in ${variants:-off on}; do
-                python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/tiles-ab" \
+                python3 -m sglang_gemma4.gpu.bench --variant 26b-a4b --out "$OUT/tiles-ab" \
                   $([ $mtp = on ] && echo --mtp) --config "generic-mtp-$mtp=patched SGLANG_OPT_HOPPER_EXTEND_ATTENTION_TILES=0" \
                   --config "tiles-mtp-$mtp=patched" --workloads ${TILES_AB_WORKLOADS:-summarization} -- \
                   --cuda-graph-max-bs-decode 32 --cuda-graph-backend-prefill disabled || status=1
@@ -263,7 +263,7 @@ for arg in "$@"; do
              # out of sgl_kernel (ImportError at the first image): triton_attn, as 0090's GPU test uses
              # the third setup turns off the other patches that change an E2B/E4B image prompt's time (YOCO's
              # prefill, the PLE tail's decode), leaving mostly 0090's batched encoder against pristine
-             python3 -m sglang_gemma4.harness.bench --variant "$v" --model "$model" --builds pristine patched \
+             python3 -m sglang_gemma4.gpu.bench --variant "$v" --model "$model" --builds pristine patched \
                --config "patched-no-yoco-ple=patched SGLANG_GEMMA4_YOCO=0 SGLANG_OPT_USE_FUSED_GEMMA4_PLE_TAIL=0" \
                --workloads ${MM_WORKLOADS:-images-6} --out "$OUT/mm-ab-$v" -- --load-format dummy \
                --enable-multimodal --mm-attention-backend triton_attn --cuda-graph-max-bs-decode 16 \
@@ -280,12 +280,12 @@ for arg in "$@"; do
            [ -n "${swa_setups[$name]:-}" ] || { echo "check: unknown swa setup $name (${!swa_setups[*]})" >&2; exit 2; }
            setups+=(--config "$name=patched ${swa_setups[$name]}")
          done
-         python3 -m sglang_gemma4.harness.bench --variant 26b-a4b --out "$OUT/swa" "${setups[@]}" \
+         python3 -m sglang_gemma4.gpu.bench --variant 26b-a4b --out "$OUT/swa" "${setups[@]}" \
            --workloads ${SWA_WORKLOADS:-summarization-80 chat} -- --cuda-graph-max-bs-decode 32 --cuda-graph-backend-prefill disabled ||
            status=1 ;;
     baseline) for v in ${variants:-26b-a4b}; do
                 # capture graphs for the largest concurrency the workloads use (32), not the preset's 64
-                python3 -m sglang_gemma4.harness.bench --variant "$v" --builds pristine --out "$OUT/baseline-$v" \
+                python3 -m sglang_gemma4.gpu.bench --variant "$v" --builds pristine --out "$OUT/baseline-$v" \
                   -- --cuda-graph-max-bs-decode 32 || status=1
               done ;;
     *) echo "check: unknown stage $stage" >&2; exit 2 ;;

@@ -5,10 +5,10 @@ import argparse
 
 import pytest
 
-from sglang_gemma4.harness.bench import (Setup, add_setup_arguments, chosen_setups, dataset_args, parse_setup, plot,
+from sglang_gemma4.gpu.bench import (Setup, add_setup_arguments, chosen_setups, dataset_args, parse_setup, plot,
                                      summarize, write_summary)
-from sglang_gemma4.harness.pool_usage import pool_sizes
-from sglang_gemma4.harness.server import patched_env
+from sglang_gemma4.gpu.pool_usage import pool_sizes
+from sglang_gemma4.gpu.server import patched_env
 
 
 def record(setup, throughput, tpot, workload="chat"):

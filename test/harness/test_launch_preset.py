@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from sglang_gemma4.harness.profile import PRESET_FLAGS
+from sglang_gemma4.gpu.profile import PRESET_FLAGS
 
 LAUNCH = Path(__file__).resolve().parents[2] / "scripts" / "launch_gemma4.sh"
 
@@ -19,7 +19,7 @@ def launch(tmp_path: Path, *args: str, variant: str = "31b", prebuild_fails: boo
     calls.write_text("")
     fake = bin_dir / "python3"
     fake.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n'
-                    + ('case "$*" in *sglang_gemma4.prebuild*) exit 1 ;; esac\n' if prebuild_fails else ""))
+                    + ('case "$*" in *sglang_gemma4.gpu.prebuild*) exit 1 ;; esac\n' if prebuild_fails else ""))
     fake.chmod(0o755)
     result = subprocess.run(["bash", str(LAUNCH), variant, "--model", str(tmp_path / "ckpt"), *args],
                             env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", **env},
@@ -30,7 +30,7 @@ def launch(tmp_path: Path, *args: str, variant: str = "31b", prebuild_fails: boo
 
 def test_prebuild_runs_first_for_the_served_checkpoint_and_tp(tmp_path):
     prebuild, server = launch(tmp_path, "--tp", "2")
-    assert prebuild == f"-m sglang_gemma4.prebuild --model {tmp_path / 'ckpt'} --tp 2"
+    assert prebuild == f"-m sglang_gemma4.gpu.prebuild --model {tmp_path / 'ckpt'} --tp 2"
     assert server.startswith("-m sglang.launch_server ") and "--tp-size 2" in server
 
 
@@ -41,7 +41,7 @@ def test_no_prebuild_by_flag_or_environment(tmp_path):
 
 def test_a_failed_prebuild_still_starts_the_server(tmp_path):
     calls = launch(tmp_path, prebuild_fails=True)
-    assert [c.split()[1] for c in calls] == ["sglang_gemma4.prebuild", "sglang.launch_server"]
+    assert [c.split()[1] for c in calls] == ["sglang_gemma4.gpu.prebuild", "sglang.launch_server"]
 
 
 def test_fused_moe_sum_for_the_moe_variant_only_as_the_profiler_runs_it(tmp_path):

@@ -4,7 +4,7 @@ import subprocess
 import sys
 import zipfile
 
-from sglang_gemma4.stackversion import local_version
+from sglang_gemma4.stack.stackversion import local_version
 
 
 def test_build_refuses_an_unapplied_or_dirty_tree(checkout, two_patches):
