@@ -73,9 +73,9 @@ def test_patched_env_pairs():
 
 def test_image_workloads_use_the_image_dataset_without_pre_tokenized_prompts():
     # bench_serving refuses --tokenize-prompt with its image dataset; random-ids prompts need it
-    images = dataset_args("images-6").split()
+    images = dataset_args("images-6")
     assert images[images.index("--dataset-name") + 1] == "image" and "--tokenize-prompt" not in images
     assert images[images.index("--image-count") + 1] == "6"
-    text = dataset_args("chat").split()
+    text = dataset_args("chat")
     assert text[text.index("--dataset-name") + 1] == "random-ids" and "--tokenize-prompt" in text
     assert "--image-count" not in text

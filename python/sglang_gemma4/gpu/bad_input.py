@@ -13,7 +13,8 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from sglang_gemma4.gpu.server import FAST_START, Server, http_json
+from sglang_gemma4.gpu.presets import NO_GRAPHS
+from sglang_gemma4.gpu.server import Server, http_json
 
 
 def aborted_stream(url: str) -> tuple[int, str]:
@@ -84,7 +85,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.start:
-        with Server(args.start, "patched", out / f"{args.start}-patched.log", extra=FAST_START) as server:
+        with Server(args.start, "patched", out / f"{args.start}-patched.log", extra=list(NO_GRAPHS)) as server:
             args.url = server.url
             return run(args, out)
     return run(args, out)

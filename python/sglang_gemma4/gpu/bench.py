@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglang_gemma4.gpu import pool_usage
-from sglang_gemma4.gpu.server import REPO, Server, build_env_script, patched_env
+from sglang_gemma4.gpu.server import REPO, Server, in_build, patched_env
 
 # name: (input len, output len, prompts, max concurrency)
 WORKLOADS = {
@@ -90,27 +90,27 @@ def chosen_setups(args: argparse.Namespace, patched_build_env: dict | None = Non
     return [Setup(b, b, (patched_build_env or {}) if b == "patched" else {}) for b in builds] + args.setups
 
 
-def dataset_args(name: str) -> str:
+def dataset_args(name: str) -> list[str]:
     if name in IMAGE_WORKLOADS:
         input_len, output_len, prompts, concurrency, images, size = IMAGE_WORKLOADS[name]
-        dataset = f"--dataset-name image --image-count {images} --image-resolution {size}"
+        dataset = ["--dataset-name", "image", "--image-count", str(images), "--image-resolution", size]
     else:
         input_len, output_len, prompts, concurrency = WORKLOADS[name]
         # --tokenize-prompt sends the random ids as input_ids: sent as text, they would be
         # re-tokenized by the server into other (with this tokenizer, ~4x more) tokens.
-        dataset = "--dataset-name random-ids --tokenize-prompt"
-    return (f"{dataset} --random-input-len {input_len} --random-output-len {output_len} --random-range-ratio 1.0 "
-            f"--num-prompts {prompts} --max-concurrency {concurrency} --seed 1")
+        dataset = ["--dataset-name", "random-ids", "--tokenize-prompt"]
+    return [*dataset, "--random-input-len", str(input_len), "--random-output-len", str(output_len),
+            "--random-range-ratio", "1.0", "--num-prompts", str(prompts), "--max-concurrency", str(concurrency),
+            "--seed", "1"]
 
 
 def run_workload(server: Server, setup: str, name: str, tokenizer: str, out: Path) -> dict:
     raw = out / f"{server.variant}-{setup}-{name}.jsonl"
-    command = (f". {build_env_script('pristine')} && python3 -m sglang.bench_serving --backend sglang "
-               f"--host 127.0.0.1 --port {server.port} --tokenizer {tokenizer} {dataset_args(name)} "
-               f"--output-file {raw}")
+    command = ["python3", "-m", "sglang.bench_serving", "--backend", "sglang", "--host", "127.0.0.1", "--port",
+               str(server.port), "--tokenizer", tokenizer, *dataset_args(name), "--output-file", str(raw)]
     log_before = len(server.log_path.read_text(errors="replace"))
     with open(out / f"{server.variant}-{setup}-{name}.client.log", "w") as log:
-        subprocess.run(["bash", "-c", command], stdout=log, stderr=subprocess.STDOUT, check=True)
+        subprocess.run(in_build("pristine", command), stdout=log, stderr=subprocess.STDOUT, check=True)
     log = server.log_path.read_text(errors="replace")
     if "[http_server] Error" in log[log_before:]:
         # bench_serving counts a rejected request as a success with its requested output length.
@@ -122,7 +122,7 @@ def run_workload(server: Server, setup: str, name: str, tokenizer: str, out: Pat
         raise RuntimeError(f"{name}: the streamed output decoded to no text (retokenized tokens = 0); "
                            f"its latencies are meaningless. Client log: {raw.with_suffix('.client.log')}")
     # Pool sizes from the start-up lines; peaks, queueing and re-prefill from this workload's lines.
-    record.update(setup=setup, build=server.build, variant=server.variant, workload=name, command=command,
+    record.update(setup=setup, build=server.build, variant=server.variant, workload=name, command=shlex.join(command),
                   **pool_usage.pool_sizes(log), **pool_usage.summary(pool_usage.parse(log[log_before:])))
     return record
 

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from sglang_gemma4.gpu import pool_usage
 from sglang_gemma4.gpu.checkpoint import write_checkpoint
-from sglang_gemma4.gpu.server import REPO, build_env_script
+from sglang_gemma4.gpu.presets import BACKENDS, NO_GRAPHS
+from sglang_gemma4.gpu.server import REPO, in_build
 
 EXPLICIT_FRACTION = "0.85"
 # bench_one_batch does not log its server arguments: print the two memory settings they settle on.
@@ -46,17 +47,21 @@ def parse_log(text: str) -> dict:
     return found
 
 
+def bench_one_batch_args(model: Path, memory: str) -> list[str]:
+    """One tiny eager batch on the launch preset's backends; `explicit` fixes the memory fraction."""
+    args = ["--model-path", str(model), "--load-format", "dummy", *BACKENDS, *NO_GRAPHS,
+            "--batch-size", "1", "--input-len", "32", "--output-len", "4"]
+    return args + (["--mem-fraction-static", EXPLICIT_FRACTION] if memory == "explicit" else [])
+
+
 def measure(build: str, model: Path, memory: str, log: Path) -> dict:
-    args = [f"--model-path {model} --load-format dummy --attention-backend triton --sampling-backend pytorch",
-            "--grammar-backend none --cuda-graph-backend-decode disabled --cuda-graph-backend-prefill disabled",
-            "--batch-size 1 --input-len 32 --output-len 4"]
-    if memory == "explicit":
-        args.append(f"--mem-fraction-static {EXPLICIT_FRACTION}")
-    joined = " ".join(args)
-    command = (f". {build_env_script(build)} && python3 -c '{SETTLED}' {joined} && "
-               f"exec python3 -m sglang.bench_one_batch {joined}")
+    args = bench_one_batch_args(model, memory)
     with open(log, "w") as f:
-        done = subprocess.run(["bash", "-c", command], stdout=f, stderr=subprocess.STDOUT, cwd=REPO)
+        done = subprocess.run(in_build(build, ["python3", "-c", SETTLED, *args]), stdout=f, stderr=subprocess.STDOUT,
+                              cwd=REPO)
+        if done.returncode == 0:
+            done = subprocess.run(in_build(build, ["python3", "-m", "sglang.bench_one_batch", *args]), stdout=f,
+                                  stderr=subprocess.STDOUT, cwd=REPO)
     return {**parse_log(log.read_text(errors="replace")), "exit_code": done.returncode}
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from sglang_gemma4.gpu.checkpoint import (hf_config, hf_model_class, ordinary_ids, reduced_text_config, token_ids,
                                      write_checkpoint)
-from sglang_gemma4.gpu.server import FAST_START, Server, http_json, patched_env
+from sglang_gemma4.gpu.presets import NO_GRAPHS, PARITY_GRAPHS
+from sglang_gemma4.gpu.server import Server, http_json, patched_env
 
 LAYERS = {"e2b": 8, "e4b": 8, "26b-a4b": 4, "31b": 4}
 TOP = 20
@@ -28,9 +29,6 @@ STEPS = 2  # the prefill's next token, then one decode step (CUDA-graph replay w
 # A build passes when it stays within the noise of bf16 itself: transformers' own bf16 run, on the
 # same weights and prompts, measured against the float32 reference in the same call.
 NOISE_FACTOR, NOISE_SLACK = 2.0, 0.05
-# Servers run as served: decode CUDA graphs and piecewise prefill graphs on, sized for these prompts
-# (E2B/E4B's batch, 4042 tokens, fits one prefill graph). "-eager" builds run with both off.
-GRAPH_FLAGS = ["--cuda-graph-max-bs-decode", "8", "--cuda-graph-max-bs-prefill", "4096"]
 
 
 def prompt_lengths(text: dict) -> list[int]:
@@ -165,7 +163,7 @@ def main() -> int:
             eager = build.endswith("-eager")
             server = Server(variant, build.removesuffix("-eager"), out / f"{variant}-{build}.log",
                             model=str(model_dir.resolve()),
-                            extra=["--disable-radix-cache", *(FAST_START if eager else GRAPH_FLAGS),
+                            extra=["--disable-radix-cache", *(NO_GRAPHS if eager else PARITY_GRAPHS),
                                    *shlex.split(args.server_flags)],
                             env=patched_env(args.patched_env) if build.startswith("patched") else {})
             try:

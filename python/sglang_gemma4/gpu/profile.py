@@ -26,14 +26,12 @@ from collections import defaultdict
 from pathlib import Path
 
 from sglang_gemma4.gpu.checkpoint import write_checkpoint
-from sglang_gemma4.gpu.server import REPO, build_env_script, patched_env
+from sglang_gemma4.gpu.presets import BACKENDS, model_flags
+from sglang_gemma4.gpu.server import REPO, in_build, patched_env
 
 PROMPT_LEN, DECODE_STEPS, PROFILED_STEPS = 256, 32, 3
 # Nominal HBM bandwidth (bytes/s) by device name; the floor is the active weights read once per step.
 HBM_BYTES_PER_S = {"H100": 3.35e12, "H200": 4.8e12}
-# The launch preset's per-variant sglang options (scripts/launch_gemma4.sh), so that a profiled
-# step is the served one; test_launch_preset checks the two agree.
-PRESET_FLAGS = {"26b-a4b": ["--enable-fused-moe-sum-all-reduce"]}
 # Kernel name -> group, first match wins (Triton kernels keep their Python names).
 GROUPS = [
     ("moe experts", r"fused_moe|moe_align|moe_sum|count_and_sort_expert"),
@@ -128,22 +126,30 @@ def skipped_batches(log_text: str) -> list[int]:
     return [int(b) for b in re.findall(r"skipping \((\d+), \d+, \d+\) due to max batch size limit", log_text)]
 
 
+def bench_one_batch_command(variant: str, model: Path, out: Path, batches: list[int], eager: bool,
+                            run: str) -> list[str]:
+    """bench_one_batch on the launch preset's backends and the variant's own options (so that a profiled
+    step is the served one), its result in out/<run>.jsonl; eager runs profile the decode steps."""
+    command = ["python3", "-m", "sglang.bench_one_batch", "--model-path", str(model), "--load-format", "dummy",
+               *BACKENDS, "--mem-fraction-static", "0.85", "--cuda-graph-backend-prefill", "disabled",
+               "--batch-size", *map(str, batches), "--input-len", str(PROMPT_LEN), "--output-len", str(DECODE_STEPS),
+               "--run-name", run, "--result-filename", str(out / f"{run}.jsonl"),
+               "--cuda-graph-max-bs-decode", str(max(batches)), *model_flags(variant)]
+    if eager:
+        command += ["--cuda-graph-backend-decode", "disabled", "--profile", "--profile-stage", "decode",
+                    "--profile-start-step", str(DECODE_STEPS // 2), "--profile-steps", str(PROFILED_STEPS),
+                    "--profile-filename-prefix", run]
+    return command
+
+
 def bench_one_batch(build: str, variant: str, model: Path, out: Path, batches: list[int], env: dict, eager: bool,
                     run: str) -> Path:
     """One bench_one_batch run; eager ones leave a decode trace per batch size in `out`."""
     result = out / f"{run}.jsonl"
     result.unlink(missing_ok=True)  # bench_one_batch appends
-    args = [f"--model-path {model} --load-format dummy --attention-backend triton --sampling-backend pytorch",
-            "--grammar-backend none --mem-fraction-static 0.85 --cuda-graph-backend-prefill disabled",
-            f"--batch-size {' '.join(map(str, batches))} --input-len {PROMPT_LEN} --output-len {DECODE_STEPS}",
-            f"--run-name {run} --result-filename {result} --cuda-graph-max-bs-decode {max(batches)}",
-            *PRESET_FLAGS.get(variant, [])]
-    if eager:
-        args.append(f"--cuda-graph-backend-decode disabled --profile --profile-stage decode --profile-start-step {DECODE_STEPS // 2} "
-                    f"--profile-steps {PROFILED_STEPS} --profile-filename-prefix {run}")
-    command = f". {build_env_script(build)} && exec python3 -m sglang.bench_one_batch {' '.join(args)}"
     with open(out / f"{run}.log", "w") as log:
-        subprocess.run(["bash", "-c", command], stdout=log, stderr=subprocess.STDOUT, check=True, cwd=REPO,
+        subprocess.run(in_build(build, bench_one_batch_command(variant, model, out, batches, eager, run)), stdout=log,
+                       stderr=subprocess.STDOUT, check=True, cwd=REPO,
                        env={**os.environ, **env, "SGLANG_TORCH_PROFILER_DIR": str(out)})
     return result
 

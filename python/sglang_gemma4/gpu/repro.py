@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 from sglang_gemma4.gpu.bad_input import good_request
-from sglang_gemma4.gpu.server import FAST_START, Server, http_json
+from sglang_gemma4.gpu.presets import NO_GRAPHS
+from sglang_gemma4.gpu.server import Server, http_json
 
 VOCAB = 262144
 CASES = {  # name: raw /generate body (bytes, so that non-standard JSON such as NaN goes as sent)
@@ -36,7 +37,7 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     server = Server(args.variant, args.build, Path(args.out) / f"{args.case}-{args.variant}-{args.build}.log",
-                    extra=FAST_START)
+                    extra=list(NO_GRAPHS))
     with server:
         try:
             status, body = http_json("POST", f"{server.url}/generate", CASES[args.case], timeout=60)

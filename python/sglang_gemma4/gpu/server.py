@@ -3,6 +3,7 @@ and stopped with its whole process group, its log kept."""
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -14,10 +15,10 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sglang_gemma4.gpu import launch
+
 REPO = Path(__file__).resolve().parents[3]
 LAUNCH = REPO / "scripts" / "launch_gemma4.sh"
-# For checks whose outcome does not depend on CUDA graphs: skip their capture for a quick start.
-FAST_START = ["--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled"]
 
 
 def http_json(method: str, url: str, payload: dict | bytes | None = None, timeout: float = 120) -> tuple[int, str]:
@@ -34,6 +35,12 @@ def http_json(method: str, url: str, payload: dict | bytes | None = None, timeou
 def build_env_script(build: str) -> str:
     """The script (scripts/gpu/setup.sh writes it) that puts `build`'s sglang on the Python path."""
     return f"{os.environ.get('SGLANG_GEMMA4_PREFIX', '/tmp/sglang-gemma4')}/env-{build}.sh"
+
+
+def in_build(build: str, argv: list[str]) -> list[str]:
+    """`argv` run in `build`'s environment: bash sources the build's env script, then runs argv word
+    for word (they reach bash as positional parameters, never parsed as shell)."""
+    return ["bash", "-c", '. "$0" && exec "$@"', build_env_script(build), *argv]
 
 
 def patched_env(pairs: list[str]) -> dict:
@@ -88,23 +95,29 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def launch_args(self) -> list[str]:
+        """The launch preset's arguments for this server; extra flags last, so that they win."""
+        return [self.variant, "--port", str(self.port), *(["--model", self.model] if self.model else []),
+                *(["--mtp"] if self.mtp else []), "--", *self.extra]
+
+    def describe(self) -> str:
+        """The server's command line as the launch preset expands it, with its build and environment
+        (what a dry run prints instead of starting it)."""
+        _, command = launch.commands(launch.parse(["--dry-run", *self.launch_args()]))
+        env = [f"{key}={value}" for key, value in self.env.items()]
+        return f"{self.build}: " + shlex.join([*(["env", *env] if env else []), *command])
+
     def start(self, timeout: float = 540) -> "Server":
         # A server left running (e.g. by a run cut off by its time limit) would answer the readiness
         # check and the benchmark in place of this one, while this one fails to bind or load.
         if port_taken(self.port):
             raise RuntimeError(f"port {self.port} is already served by another process (a server left "
                                f"from an earlier run?); not starting {self.variant}/{self.build}")
-        args = [str(LAUNCH), self.variant, "--port", str(self.port)]
-        if self.model:
-            args += ["--model", self.model]
-        if self.mtp:
-            args.append("--mtp")
-        command = f". {build_env_script(self.build)} && exec {' '.join(args)} -- {' '.join(self.extra)}"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "w")
         started = time.monotonic()
         exit_on_sigterm()
-        self.process = subprocess.Popen(["bash", "-c", command], stdout=log, stderr=subprocess.STDOUT,
+        self.process = subprocess.Popen(in_build(self.build, [str(LAUNCH), *self.launch_args()]), stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True, cwd=REPO, env={**os.environ, **self.env})
         try:
             ready = wait_ready(self.url, timeout, alive=lambda: self.process.poll() is None)
