@@ -81,13 +81,21 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--vocab", type=int, default=262144)
     parser.add_argument("--context", type=int, default=32768)
+    parser.add_argument("--dry-run", action="store_true", help="print the started server's command line instead")
     args = parser.parse_args()
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     if args.start:
-        with Server(args.start, "patched", out / f"{args.start}-patched.log", extra=list(NO_GRAPHS)) as server:
+        server = Server(args.start, "patched", out / f"{args.start}-patched.log", extra=list(NO_GRAPHS))
+        if args.dry_run:
+            print(server.describe())
+            return 0
+        out.mkdir(parents=True, exist_ok=True)
+        with server:
             args.url = server.url
             return run(args, out)
+    if args.dry_run:
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
     return run(args, out)
 
 

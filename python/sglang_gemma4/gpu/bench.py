@@ -184,10 +184,13 @@ def main() -> int:
     parser.add_argument("--patched-env", nargs="*", default=[], metavar="KEY=VALUE",
                         help="environment of the plain patched build's server, e.g. a patch's opt-in switch")
     parser.add_argument("--summarize-only", action="store_true", help="only rebuild the tables from DIR/bench.jsonl")
+    parser.add_argument("--dry-run", action="store_true", help="print each server's command line instead of running")
     parser.add_argument("extra", nargs="*", help="launch_server flags for every setup, after --")
     args = parser.parse_args()
     out = Path(args.out)
     if args.summarize_only:
+        if args.dry_run:
+            return 0
         print(write_summary([json.loads(line) for line in (out / "bench.jsonl").read_text().splitlines()], out))
         return 0
     out.mkdir(parents=True, exist_ok=True)
@@ -195,6 +198,9 @@ def main() -> int:
     for setup in chosen_setups(args, patched_env(args.patched_env)):
         server = Server(args.variant, setup.build, out / f"{args.variant}-{setup.name}.server.log", model=args.model,
                         mtp=args.mtp, extra=[*args.extra, *setup.flags], env=setup.env)
+        if args.dry_run:
+            print(server.describe())
+            continue
         with server:
             tokenizer = args.model or str(REPO / "checkpoints" / args.variant)
             for workload in args.workloads:
@@ -210,7 +216,8 @@ def main() -> int:
             pool_usage.plot(pool_usage.parse(server.log_path.read_text(errors="replace")),
                             out / f"{args.variant}-{setup.name}-pools.png",
                             f"{args.variant} {setup.name}: KV pools over the run")
-    print(write_summary(records, out))
+    if not args.dry_run:
+        print(write_summary(records, out))
     return 0
 
 

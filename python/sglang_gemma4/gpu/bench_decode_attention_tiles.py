@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch
 
-from sglang.srt.layers.attention import triton_backend
-from sglang.srt.layers.attention.triton_ops import decode_attention as da
+from sglang.kernels.ops.attention import decode_attention as da
+from sglang.kernels.ops.attention.metadata import get_num_kv_splits_triton
 
 from sglang_gemma4.gpu.kernel_grid import add_jobs_argument, compile_ahead, fastest_match, measure_all
 
@@ -37,7 +37,7 @@ def step_inputs(batch: int, context: int, layer: str, max_splits: int) -> dict:
     randn = lambda *shape: torch.randn(*shape, generator=g, device="cuda", dtype=torch.bfloat16)
     seq_lens = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
     num_kv_splits = torch.empty(batch, device="cuda", dtype=torch.int32)
-    triton_backend.get_num_kv_splits_triton[(1,)](
+    get_num_kv_splits_triton[(1,)](
         num_kv_splits, seq_lens, batch, 1, HEADS, kv_heads, max_splits,
         torch.cuda.get_device_properties(0).multi_processor_count, MAX_NUM_SEQ=256)
     return dict(q=randn(batch, HEADS, dim), k=randn(batch * tokens, kv_heads, dim), v=randn(batch * tokens, kv_heads, dim),
@@ -74,14 +74,18 @@ def launch_setting(item: tuple) -> None:
     decode_step(step_inputs(1, 256, layer, splits), block_n, warps, stages)
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 4, 16, 64])
     parser.add_argument("--contexts", nargs="+", type=int, default=[256, 2000, 8000])
     parser.add_argument("--rep-ms", type=int, default=25, help="timing budget per setting (triton do_bench)")
     add_jobs_argument(parser)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     compile_ahead(launch_setting, [(layer, s) for layer in LAYERS for s in GRID], args.jobs)

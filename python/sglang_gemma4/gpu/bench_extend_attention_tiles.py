@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from sglang.srt.layers.attention.triton_ops import extend_attention as ea
+from sglang.kernels.ops.attention import extend_attention as ea
 
 from sglang_gemma4.gpu.kernel_grid import add_jobs_argument, compile_ahead, fastest_match, measure_all
 
@@ -90,13 +90,17 @@ def launch_tile(item: tuple) -> None:
     run(inputs(*CASES["verify-32x4+64"], kv_heads, dim), window, tile)
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
     parser.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
     parser.add_argument("--rep-ms", type=int, default=25, help="timing budget per tile (triton do_bench)")
     add_jobs_argument(parser)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     print(f"compiling {len(LAYERS) * (len(GRID) + 1)} kernels in {args.jobs} processes", flush=True)
     compile_ahead(launch_tile, [(layer, tile) for layer in LAYERS
                                 for tile in [shipped_tile(LAYERS[layer][1])] + GRID], args.jobs)

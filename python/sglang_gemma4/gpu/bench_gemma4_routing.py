@@ -1,6 +1,7 @@
-"""Gemma-4 MoE routing, one Triton launch (patch 0020) vs the torch ops it replaces, on the GPU.
+"""Gemma-4 MoE routing, one Triton launch (sglang's gemma4_fused_routing, upstream since 0.5.17; once
+patch 0020) vs the torch ops it replaces, on the GPU.
 
-    . /tmp/sglang-gemma4/env-patched.sh && python3 -m sglang_gemma4.gpu.bench_gemma4_routing --out DIR
+    python -m sglang_gemma4.gpu.run routing --out DIR    (in the patched build's environment)
 
 Each routing runs captured in a CUDA graph (as decode runs it) and is replayed; the time per call is
 the median over repeats of (replay time / calls per graph).  26B-A4B's router: 128 experts, top 8,
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from sglang.srt.layers.gemma4_fused_ops import gemma4_fused_routing
+from sglang.kernels.ops.layernorm.gemma4_fused_ops import gemma4_fused_routing
 from sglang_gemma4.gpu.cuda_timing import graph_replay_us
 
 CALLS_PER_GRAPH = 100
@@ -26,14 +27,18 @@ def torch_routing(logits: torch.Tensor, scale: torch.Tensor, k: int):
     return weights.to(torch.float32), ids.to(torch.int32)
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
     parser.add_argument("--experts", type=int, default=128)
     parser.add_argument("--topk", type=int, default=8)
     parser.add_argument("--tokens", type=int, nargs="+", default=[1, 8, 64, 512])
     parser.add_argument("--repeats", type=int, default=50)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     scale = (1 + 0.1 * torch.randn(args.experts, device="cuda")).float()

@@ -52,11 +52,15 @@ def summary(records: list[dict]) -> list[dict]:
     return sorted(rows.values(), key=lambda row: row["first_s"])
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("root", type=Path)
     parser.add_argument("--markdown", action="store_true")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     records = builds(args.root)
     rows = summary(records)
     if not args.markdown:

@@ -22,7 +22,7 @@ from pathlib import Path
 from sglang_gemma4.gpu import pool_usage
 from sglang_gemma4.gpu.checkpoint import write_checkpoint
 from sglang_gemma4.gpu.presets import BACKENDS, NO_GRAPHS
-from sglang_gemma4.gpu.server import REPO, in_build
+from sglang_gemma4.gpu.server import REPO, describe, in_build
 
 EXPLICIT_FRACTION = "0.85"
 # bench_one_batch does not log its server arguments: print the two memory settings they settle on.
@@ -54,6 +54,10 @@ def bench_one_batch_args(model: Path, memory: str) -> list[str]:
     return args + (["--mem-fraction-static", EXPLICIT_FRACTION] if memory == "explicit" else [])
 
 
+def checkpoint_dir(variant: str, arch: str) -> Path:
+    return REPO / "checkpoints" / f"{variant}-{arch}-config-only"
+
+
 def measure(build: str, model: Path, memory: str, log: Path) -> dict:
     args = bench_one_batch_args(model, memory)
     with open(log, "w") as f:
@@ -83,13 +87,23 @@ def main() -> int:
     parser.add_argument("--builds", nargs="+", default=["pristine", "patched"], choices=["pristine", "patched"])
     parser.add_argument("--memory", nargs="+", default=["explicit"], choices=["explicit", "auto"],
                         help=f"explicit: --mem-fraction-static {EXPLICIT_FRACTION}; auto: sglang's own choice")
+    parser.add_argument("--dry-run", action="store_true", help="print the bench_one_batch command lines instead")
     args = parser.parse_args()
     out = Path(args.out)
+    if args.dry_run:
+        for variant in args.variants:
+            for arch in args.archs:
+                for memory in args.memory:
+                    for build in args.builds:
+                        command = ["python3", "-m", "sglang.bench_one_batch",
+                                   *bench_one_batch_args(checkpoint_dir(variant, arch), memory)]
+                        print(describe(build, {}, command))
+        return 0
     out.mkdir(parents=True, exist_ok=True)
     rows, ok = [], True
     for variant in args.variants:
         for arch in args.archs:
-            model = REPO / "checkpoints" / f"{variant}-{arch}-config-only"
+            model = checkpoint_dir(variant, arch)
             if not (model / "config.json").is_file():
                 write_checkpoint(variant, model, arch=arch, repo_root=REPO)
             for memory in args.memory:

@@ -121,6 +121,23 @@ def passes(result: dict, bound: dict) -> bool:
             and result["top1_agreement"] >= bound["top1_agreement"])
 
 
+def checkpoint_dir(args: argparse.Namespace, variant: str) -> Path:
+    return Path(args.checkpoints) / (variant if args.arch == "causal" else f"{variant}-{args.arch}")
+
+
+def servers(variant: str, model_dir: Path, args: argparse.Namespace, out: Path) -> list[tuple[str, Server]]:
+    """(build, server) for each build compared on `variant`; "-eager" builds run without CUDA graphs."""
+    chosen = []
+    for build in args.builds + (["patched-eager"] if variant in args.eager_variants else []):
+        eager = build.endswith("-eager")
+        chosen.append((build, Server(variant, build.removesuffix("-eager"), out / f"{variant}-{build}.log",
+                                     model=str(model_dir.resolve()),
+                                     extra=["--disable-radix-cache", *(NO_GRAPHS if eager else PARITY_GRAPHS),
+                                            *shlex.split(args.server_flags)],
+                                     env=patched_env(args.patched_env) if build.startswith("patched") else {})))
+    return chosen
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
@@ -135,8 +152,14 @@ def main() -> int:
     parser.add_argument("--server-flags", default="", help="more launch flags for every server, e.g. '--tp-size 2'")
     parser.add_argument("--patched-env", nargs="*", default=[], metavar="KEY=VALUE",
                         help="environment of the patched servers only, e.g. the kernels' opt-in switches")
+    parser.add_argument("--dry-run", action="store_true", help="print each server's command line instead of running")
     args = parser.parse_args()
     out = Path(args.out)
+    if args.dry_run:
+        for variant in args.variants:
+            for _, server in servers(variant, checkpoint_dir(args, variant), args, out):
+                print(server.describe())
+        return 0
     out.mkdir(parents=True, exist_ok=True)
     rows, ok = [], True
 
@@ -148,7 +171,7 @@ def main() -> int:
 
     for variant in args.variants:
         text = reduced_text_config(variant, LAYERS[variant])
-        model_dir = Path(args.checkpoints) / (variant if args.arch == "causal" else f"{variant}-{args.arch}")
+        model_dir = checkpoint_dir(args, variant)
         if not any(model_dir.glob("*.safetensors")):
             write_checkpoint(variant, model_dir, layers=LAYERS[variant], arch=args.arch, weights="random", seed=0,
                              device="cuda")
@@ -159,13 +182,7 @@ def main() -> int:
         common = {"variant": variant, "arch": args.arch, "layers": LAYERS[variant],
                   "prompt_lengths": prompt_lengths(text), "bound": bound}
         record({**common, "build": "transformers-bf16", **noise, "passed": None})
-        for build in args.builds + (["patched-eager"] if variant in args.eager_variants else []):
-            eager = build.endswith("-eager")
-            server = Server(variant, build.removesuffix("-eager"), out / f"{variant}-{build}.log",
-                            model=str(model_dir.resolve()),
-                            extra=["--disable-radix-cache", *(NO_GRAPHS if eager else PARITY_GRAPHS),
-                                   *shlex.split(args.server_flags)],
-                            env=patched_env(args.patched_env) if build.startswith("patched") else {})
+        for build, server in servers(variant, model_dir, args, out):
             try:
                 with server:
                     result = compare(ref["float32"], served(server, batch))

@@ -1,11 +1,14 @@
 """The launch presets: every sglang server flag this project passes, defined here once.
 
+    python -m sglang_gemma4.gpu.presets NAME   # one of the flag sets below, a word per line (for shell)
+
 The launcher (launch.py, behind scripts/launch_gemma4.sh), the harness's servers (server.py), the
 profiler's and memory check's bench_one_batch runs and the GPU experiments (run.py) all build their
 command lines from these lists; test/harness/test_presets.py parses each with sglang's own server
 arguments parser.
 """
 
+import sys
 from dataclasses import dataclass
 
 
@@ -76,3 +79,20 @@ def server_args(variant: str, model: str, *, tp: int = 1, host: str = "127.0.0.1
     if api_key:
         args += ["--api-key", api_key]
     return args
+
+
+FLAG_SETS = {name: value for name, value in globals().items() if name.isupper() and isinstance(value, tuple)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    names = sys.argv[1:] if argv is None else argv
+    unknown = [n for n in names if n not in FLAG_SETS]
+    if len(names) != 1 or unknown:
+        print(f"presets: name one flag set: {', '.join(FLAG_SETS)}", file=sys.stderr)
+        return 2
+    print("\n".join(FLAG_SETS[names[0]]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from sglang_gemma4.gpu.checkpoint import write_checkpoint
 from sglang_gemma4.gpu.presets import BACKENDS, model_flags
-from sglang_gemma4.gpu.server import REPO, in_build, patched_env
+from sglang_gemma4.gpu.server import REPO, describe, in_build, patched_env
 
 PROMPT_LEN, DECODE_STEPS, PROFILED_STEPS = 256, 32, 3
 # Nominal HBM bandwidth (bytes/s) by device name; the floor is the active weights read once per step.
@@ -182,6 +182,7 @@ def main() -> int:
     parser.add_argument("--env", nargs="*", default=[], metavar="KEY=VALUE", help="environment of both runs")
     parser.add_argument("--label", help="name of this setup in file names (default: the build)")
     parser.add_argument("--report", type=Path, metavar="JSONL", help="only rewrite the .md beside this .jsonl")
+    parser.add_argument("--dry-run", action="store_true", help="print the bench_one_batch command lines instead")
     args = parser.parse_args()
     if args.report:
         records = [json.loads(line) for line in args.report.read_text().splitlines()]
@@ -190,11 +191,17 @@ def main() -> int:
     if not (args.variant and args.out):
         parser.error("--variant and --out are required (or --report)")
     out, label = Path(args.out), args.label or args.build
-    out.mkdir(parents=True, exist_ok=True)
     model = REPO / "checkpoints" / args.variant
+    env = patched_env(args.env)
+    if args.dry_run:
+        for eager, run in ((False, "graphs"), (True, "eager")):
+            command = bench_one_batch_command(args.variant, model, out, args.batch_sizes, eager,
+                                              f"{args.variant}-{label}-{run}")
+            print(describe(args.build, env, command))
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
     if not (model / "config.json").is_file():  # the launch preset's config-only checkpoint
         write_checkpoint(args.variant, model, repo_root=REPO)
-    env = patched_env(args.env)
     graphs = bench_one_batch(args.build, args.variant, model, out, args.batch_sizes, env, False, f"{args.variant}-{label}-graphs")
     bench_one_batch(args.build, args.variant, model, out, args.batch_sizes, env, True, f"{args.variant}-{label}-eager")
     step_ms = {r["batch_size"]: r["median_decode_latency"] * 1000

@@ -35,9 +35,13 @@ def main() -> int:
     parser.add_argument("--build", required=True, choices=["pristine", "patched"])
     parser.add_argument("--variant", default="e2b")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--dry-run", action="store_true", help="print the server's command line instead")
     args = parser.parse_args()
     server = Server(args.variant, args.build, Path(args.out) / f"{args.case}-{args.variant}-{args.build}.log",
                     extra=list(NO_GRAPHS))
+    if args.dry_run:
+        print(server.describe())
+        return 0
     with server:
         try:
             status, body = http_json("POST", f"{server.url}/generate", CASES[args.case], timeout=60)

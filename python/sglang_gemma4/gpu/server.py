@@ -37,9 +37,20 @@ def build_env_script(build: str) -> str:
     return f"{os.environ.get('SGLANG_GEMMA4_PREFIX', '/tmp/sglang-gemma4')}/env-{build}.sh"
 
 
-def in_build(build: str, argv: list[str]) -> list[str]:
+def describe(build: str, env: dict, command: list[str]) -> str:
+    """One command line as a dry run prints it: the build whose environment runs it, then the command
+    with its extra environment."""
+    pairs = [f"{key}={value}" for key, value in env.items()]
+    return f"{build}: " + shlex.join([*(["env", *pairs] if pairs else []), *command])
+
+
+def in_build(build: str, argv: list[str], harness: bool = False) -> list[str]:
     """`argv` run in `build`'s environment: bash sources the build's env script, then runs argv word
-    for word (they reach bash as positional parameters, never parsed as shell)."""
+    for word (they reach bash as positional parameters, never parsed as shell). `harness`: with this
+    package importable on top of the build's packages."""
+    if harness:
+        return ["bash", "-c", '. "$0" && PYTHONPATH="$1:$PYTHONPATH" exec "${@:2}"', build_env_script(build),
+                str(REPO / "python"), *argv]
     return ["bash", "-c", '. "$0" && exec "$@"', build_env_script(build), *argv]
 
 
@@ -104,8 +115,7 @@ class Server:
         """The server's command line as the launch preset expands it, with its build and environment
         (what a dry run prints instead of starting it)."""
         _, command = launch.commands(launch.parse(["--dry-run", *self.launch_args()]))
-        env = [f"{key}={value}" for key, value in self.env.items()]
-        return f"{self.build}: " + shlex.join([*(["env", *env] if env else []), *command])
+        return describe(self.build, self.env, command)
 
     def start(self, timeout: float = 540) -> "Server":
         # A server left running (e.g. by a run cut off by its time limit) would answer the readiness

@@ -43,6 +43,7 @@ def main() -> int:
     parser.add_argument("--build", default="patched", choices=["pristine", "patched"])
     parser.add_argument("--variants", nargs="+", default=["e2b", "e4b", "26b-a4b", "31b"])
     parser.add_argument("--mtp", action="store_true", help="serve with the preset's MTP assistant draft")
+    parser.add_argument("--dry-run", action="store_true", help="print each server's command line instead of running")
     parser.add_argument("extra", nargs="*", help="launch_server flags after --")
     args = parser.parse_args()
     out = Path(args.out)
@@ -50,6 +51,9 @@ def main() -> int:
     for variant in args.variants:
         name = f"{variant}{'-mtp' if args.mtp else ''}-{args.build}"
         server = Server(variant, args.build, out / f"{name}.log", mtp=args.mtp, extra=args.extra)
+        if args.dry_run:
+            print(server.describe())
+            continue
         try:
             with server:
                 record = check(server)
@@ -59,6 +63,8 @@ def main() -> int:
         with open(out / "smoke.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")
         print(json.dumps(record), flush=True)
+    if args.dry_run:
+        return 0
     print("\n| variant | build | ready s | /generate | chat | full pool | swa pool |\n|---|---|---|---|---|---|---|")
     for r in records:
         print(f"| {r['variant']} | {r['build']} | {r.get('ready_s', 'FAIL')} | {r.get('generate', '-')} "

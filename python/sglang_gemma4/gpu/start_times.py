@@ -57,11 +57,15 @@ def _cell(seconds: float | None) -> str:
     return "-" if seconds is None else str(seconds)
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("logs", nargs="+")
     parser.add_argument("--markdown", action="store_true", help="a table instead of JSON lines")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     rows = [{"log": log, **start_times(Path(log).read_text(errors="replace"))} for log in args.logs]
     if not args.markdown:
         print("\n".join(json.dumps(r) for r in rows))

@@ -103,11 +103,15 @@ def written_trace(trace_dir: Path, timeout: float) -> Path | None:
     return None
 
 
+def server_for(variant: str, setup: Setup, flags: list[str], out: Path) -> Server:
+    return Server(variant, setup.build, out / f"{variant}-{setup.name}.server.log", extra=[*flags, *setup.flags],
+                  env=setup.env)
+
+
 def trace_one(variant: str, setup: Setup, steps: int, flags: list[str], out: Path) -> list[dict]:
     name = f"{variant}/{setup.name}"
     trace_dir = out / f"{variant}-{setup.name}-trace"
-    with Server(variant, setup.build, out / f"{variant}-{setup.name}.server.log", extra=[*flags, *setup.flags],
-                env=setup.env) as server:
+    with server_for(variant, setup, flags, out) as server:
         request = {"input_ids": [1000 + i for i in range(PROMPT_LEN)], "stream": True,
                    "sampling_params": {"max_new_tokens": OUTPUT_LEN, "ignore_eos": True, "temperature": 0}}
         decoded = threading.Event()
@@ -138,9 +142,14 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     add_setup_arguments(parser)
     parser.add_argument("--steps", type=int, default=60, help="scheduler steps recorded per setup")
+    parser.add_argument("--dry-run", action="store_true", help="print each server's command line instead of running")
     parser.add_argument("flags", nargs="*", help="launch_server flags for every setup, after --")
     args = parser.parse_args()
     out = Path(args.out)
+    if args.dry_run:
+        for setup in chosen_setups(args):
+            print(server_for(args.variant, setup, args.flags, out).describe())
+        return 0
     out.mkdir(parents=True, exist_ok=True)
     rows = {}
     for setup in chosen_setups(args):  # the table so far after each, so a run cut short keeps what it traced

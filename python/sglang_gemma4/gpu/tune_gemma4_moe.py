@@ -258,7 +258,7 @@ def tune_per_gemm(problem: MoeProblem, configs: dict[str, dict], args, out: Path
     print("\n".join(head + lines))
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
     parser.add_argument("--variant", default="26b-a4b")
@@ -272,7 +272,11 @@ def main() -> int:
     choice.add_argument("--per-gemm", action="store_true",
                         help="time gate_up and down apart and write each its own winners (two files)")
     add_jobs_argument(parser)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
 
     import torch
     import triton
