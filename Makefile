@@ -14,7 +14,7 @@ TEST_PY := $(TEST_VENV)/bin/python
 APPLY_FLAGS := $(if $(FORCE),--force,)
 
 .DEFAULT_GOAL := all
-.PHONY: all help fetch apply build status version lint readme refresh new rebase rebase-continue rebase-abort rebase-check drift-check test verify-tests bundle serve gpu-parity clean-work clean python-version quilt
+.PHONY: all help fetch apply build status version lint readme refresh new rebase rebase-continue rebase-abort rebase-check drift-check test verify-tests bundle serve gpu-parity clean-work clean python-version quilt shellcheck
 
 # A variable a target needs, checked before any of its prerequisites is built.
 require = $(if $(value $(1)),,$(error make $(2): $(1) is missing, e.g. make $(2) $(3)))
@@ -124,6 +124,9 @@ gpu-parity:  ## GPU host, bundle installed: pristine + patched vs transformers, 
 test: quilt $(TEST_VENV)/.stamp apply  ## lint, series and apply checks, tool tests, each patch's CPU tests
 	$(TEST_PY) -m sglang_gemma4 lint
 	$(TEST_PY) -m pytest
+
+shellcheck:  ## check every shell script of the repository (CI runs it)
+	git ls-files -z '*.sh' .ci/run | xargs -0 shellcheck
 
 verify-tests: $(TEST_VENV)/.stamp apply  ## each patch's tests fail without it and pass with it
 	$(TEST_PY) -m sglang_gemma4 verify-tests --python $(TEST_PY)

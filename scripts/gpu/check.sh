@@ -32,11 +32,16 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PREFIX=${PREFIX:-/tmp/sglang-gemma4}  # where setup.sh installs the bundle
 OUT=${OUT:-$PWD/gpu-results}
-dry=${DRY_RUN:+--dry-run}
+dry=${DRY_RUN:-}
 # A module of this repository's harness (the servers it starts are what a dry run prints).
-harness() { python3 -m "sglang_gemma4.gpu.$1" $dry "${@:2}"; }
-# A build's environment (its PYTHONPATH) with this repo's harness package on top.
-use_build() { [ -n "$dry" ] || . "$PREFIX/env-$1.sh"; export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}; }
+harness() { python3 -m "sglang_gemma4.gpu.$1" ${dry:+--dry-run} "${@:2}"; }
+# A build's environment (its PYTHONPATH) with this repo's harness package on top; the env scripts are
+# written on the GPU host by scripts/gpu/setup.sh.
+use_build() {
+  # shellcheck source=/dev/null
+  [ -n "$dry" ] || . "$PREFIX/env-$1.sh"
+  export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH}
+}
 if [ -z "$dry" ]; then
   RESULTS=$OUT
   mkdir -p "$RESULTS/results"
@@ -77,6 +82,7 @@ for arg in "$@"; do
     serve) if [ -n "$dry" ]; then
              echo make serve "SERVE_FLAGS=-- ${small_graphs[*]}"
            else
+             # shellcheck source=/dev/null
              ( . "$PREFIX/env-patched.sh"; exec setsid make serve SERVE_FLAGS="-- ${small_graphs[*]}" ) \
                > "$OUT/serve.log" 2>&1 &
              serve_pid=$!
