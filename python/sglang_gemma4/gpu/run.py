@@ -67,11 +67,10 @@ class Comparison:
     mtp: bool = False
     model: str | None = None  # default: the launch preset's config-only checkpoint
 
-    def steps(self, out: Path, variants: list[str] | None = None, setups: tuple[str, ...] | None = None,
-              flags: tuple[str, ...] | None = None) -> list[Step]:
-        specs = setups or self.setups
-        builds = [s for s in specs if s in ("pristine", "patched")]
-        configs = [a for s in specs if s not in builds for a in ("--config", s)]
+    def steps(self, out: Path, variants: list[str] | None = None, flags: tuple[str, ...] | None = None) -> list[Step]:
+        """One bench run per variant (CHOICE, or the default ones); `flags` replaces the servers' flags."""
+        builds = [s for s in self.setups if s in ("pristine", "patched")]
+        configs = [a for s in self.setups if s not in builds for a in ("--config", s)]
         return [harness("bench", "--variant", v, "--out", str(out / self.out.format(variant=v)),
                         *(["--model", self.model.format(variant=v)] if self.model else []),
                         *(["--mtp"] if self.mtp else []), "--builds", *builds, *configs,
