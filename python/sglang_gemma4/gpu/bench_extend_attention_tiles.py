@@ -25,9 +25,6 @@ from sglang.kernels.ops.attention import extend_attention as ea
 
 from sglang_gemma4.gpu.kernel_grid import add_jobs_argument, compile_ahead, fastest_match, measure_all
 
-# On a build with patch 0100, its own Hopper tiles would override the tiles forced here.
-os.environ["SGLANG_OPT_HOPPER_EXTEND_ATTENTION_TILES"] = "0"
-
 HEADS = 16
 LAYERS = {"sliding": (8, 256, 1024), "full": (2, 512, -1)}  # kv heads, head dim, window
 CASES = {  # name: (batch, new tokens per request, prefix tokens per request)
@@ -101,6 +98,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main() -> int:
     args = parser().parse_args()
+    # On a build with patch 0100, its own Hopper tiles would override the tiles forced here (set here, not
+    # at import, which must not change the importer's kernels; the compile workers inherit it).
+    os.environ["SGLANG_OPT_HOPPER_EXTEND_ATTENTION_TILES"] = "0"
     print(f"compiling {len(LAYERS) * (len(GRID) + 1)} kernels in {args.jobs} processes", flush=True)
     compile_ahead(launch_tile, [(layer, tile) for layer in LAYERS
                                 for tile in [shipped_tile(LAYERS[layer][1])] + GRID], args.jobs)
