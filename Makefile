@@ -2,7 +2,8 @@
 #
 #   make            apply + build: work/sglang (git, one commit per patch) and dist/*.whl;
 #                   on a GPU host whose python3 imports the patched sglang, then serve
-#   make test       lint, series checks, tool tests and every patch's CPU tests
+#   make test       lint, series checks, tool tests and every patch's CPU tests (builds .venv-test once,
+#                   a CPU-only environment: test/env/build.sh)
 #   make help       everything else
 
 PYTHON ?= python3
@@ -13,7 +14,20 @@ TEST_PY := $(TEST_VENV)/bin/python
 APPLY_FLAGS := $(if $(FORCE),--force,)
 
 .DEFAULT_GOAL := all
-.PHONY: all help fetch apply build status version lint readme refresh new rebase rebase-continue rebase-abort rebase-check drift-check test verify-tests bundle serve gpu-parity clean-work clean
+.PHONY: all help fetch apply build status version lint readme refresh new rebase rebase-continue rebase-abort rebase-check drift-check test verify-tests bundle serve gpu-parity clean-work clean python-version quilt shellcheck
+
+# A variable a target needs, checked before any of its prerequisites is built.
+require = $(if $(value $(1)),,$(error make $(2): $(1) is missing, e.g. make $(2) $(3)))
+ifneq ($(filter new,$(MAKECMDGOALS)),)
+$(call require,NAME,new,NAME=gemma4-fused-router SUBJECT="gemma4: fuse the router")
+$(call require,SUBJECT,new,NAME=$(NAME) SUBJECT="one line: what the patch does")
+endif
+ifneq ($(filter rebase,$(MAKECMDGOALS)),)
+$(call require,TO,rebase,TO=0.5.23)
+endif
+ifneq ($(filter rebase-check,$(MAKECMDGOALS)),)
+$(call require,TO,rebase-check,TO=0.5.23)
+endif
 
 all: apply build  ## the main job: apply + build; on a GPU host whose python3 has the patched sglang, serve
 	@if nvidia-smi -L >/dev/null 2>&1; then \
@@ -24,15 +38,22 @@ all: apply build  ## the main job: apply + build; on a GPU host whose python3 ha
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
 
-$(VENV)/.stamp: python/pyproject.toml
+python-version:  # the tools read TOML with tomllib (3.11+)
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "make: $(PYTHON) is $$($(PYTHON) --version 2>/dev/null || echo "not found"); the tools need Python 3.11 or newer" \
+	    "(e.g. make PYTHON=python3.11 ...)" >&2; exit 2; }
+
+quilt:  # make test also applies the series with quilt
+	@command -v quilt >/dev/null || { echo "make test: quilt is not installed (e.g. apt-get install quilt):" \
+	  "the tests apply the series with quilt push -a too" >&2; exit 2; }
+
+$(VENV)/.stamp: python/pyproject.toml | python-version
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q -e python/
 	touch $@
 
-$(TEST_VENV)/.stamp: test/requirements-cpu.txt python/pyproject.toml
-	$(PYTHON) -m venv $(TEST_VENV)
-	$(TEST_VENV)/bin/pip install -q -r test/requirements-cpu.txt
-	$(TEST_VENV)/bin/pip install -q -e python/
+$(TEST_VENV)/.stamp: test/requirements-cpu.txt python/pyproject.toml test/env/build.sh | python-version
+	test/env/build.sh $(PYTHON) $(TEST_VENV)
 	touch $@
 
 fetch: $(VENV)/.stamp  ## download the pinned wheels, verify their sha256
@@ -60,14 +81,12 @@ refresh: $(VENV)/.stamp  ## export work/sglang's commits back into patches/*.pat
 	$(TOOLS) refresh
 
 new: $(VENV)/.stamp  ## NAME=slug SUBJECT="..." : a new patch from uncommitted edits in work/sglang
-	@test -n "$(NAME)" -a -n "$(SUBJECT)" || { echo 'make new: give NAME=slug SUBJECT="one line"' >&2; exit 2; }
 	$(TOOLS) new "$(NAME)" --subject "$(SUBJECT)"
 
 # The already-upstream check runs each patch's own tests without it, in the test venv unless
 # REBASE_PYTHON names an interpreter whose packages import the new release.
 REBASE_FLAGS = --python $(or $(REBASE_PYTHON),$(TEST_PY)) $(if $(filter 0,$(TESTS)),--skip-tests,)
 rebase: $(VENV)/.stamp $(TEST_VENV)/.stamp  ## TO=0.5.17 : move the series to a newer sglang, stopping at each conflict (TESTS=0: text checks only)
-	@test -n "$(TO)" || { echo "make rebase: give the release, e.g. make rebase TO=0.5.17" >&2; exit 2; }
 	$(TOOLS) rebase --to "$(TO)" $(REBASE_FLAGS)
 
 rebase-continue: $(VENV)/.stamp  ## after resolving a stop: take the work tree as the patch and go on (DROP=1 WHY="..." drops it)
@@ -77,7 +96,6 @@ rebase-abort: $(VENV)/.stamp  ## forget a rebase under way: work/sglang back on 
 	$(TOOLS) rebase --abort
 
 rebase-check: $(VENV)/.stamp $(TEST_VENV)/.stamp apply  ## TO=0.5.23 : drift report for a newer release in docs/drift/ (changes nothing else)
-	@test -n "$(TO)" || { echo "make rebase-check: give the release, e.g. make rebase-check TO=0.5.23" >&2; exit 2; }
 	$(TOOLS) rebase-check --to "$(TO)" $(REBASE_FLAGS)
 
 drift-check: $(VENV)/.stamp  ## fail if docs/drift/'s report was made for another series than today's
@@ -101,11 +119,14 @@ BUNDLE_PREFIX ?= /tmp/sglang-gemma4
 PARITY_OUT ?= gpu-results/parity
 gpu-parity:  ## GPU host, bundle installed: pristine + patched vs transformers, four shapes (PARITY_OUT=dir)
 	. $(BUNDLE_PREFIX)/env-pristine.sh && PYTHONPATH=$(CURDIR)/python:$$PYTHONPATH \
-	  python3 -m sglang_gemma4.harness.parity --out $(PARITY_OUT) --eager-variants e2b e4b
+	  python3 -m sglang_gemma4.gpu.parity --out $(PARITY_OUT) --eager-variants e2b e4b
 
-test: $(TEST_VENV)/.stamp apply  ## lint, series and apply checks, tool tests, each patch's CPU tests
+test: quilt $(TEST_VENV)/.stamp apply  ## lint, series and apply checks, tool tests, each patch's CPU tests
 	$(TEST_PY) -m sglang_gemma4 lint
 	$(TEST_PY) -m pytest
+
+shellcheck:  ## check every shell script of the repository (CI runs it)
+	git ls-files -z '*.sh' .ci/run | xargs -0 shellcheck
 
 verify-tests: $(TEST_VENV)/.stamp apply  ## each patch's tests fail without it and pass with it
 	$(TEST_PY) -m sglang_gemma4 verify-tests --python $(TEST_PY)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from sglang_gemma4 import results
-from sglang_gemma4.patchfile import PatchFile
-from sglang_gemma4.pin import Pin
-from sglang_gemma4.readme_table import between
-from sglang_gemma4.series import Series
+from sglang_gemma4.stack import results
+from sglang_gemma4.stack.patchfile import PatchFile
+from sglang_gemma4.stack.pin import Pin
+from sglang_gemma4.stack.readme_table import between
+from sglang_gemma4.stack.series import Series
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / results.RESULTS_DIR

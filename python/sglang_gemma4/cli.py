@@ -26,16 +26,16 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sglang_gemma4 import bundle, drift, export, lint, readme_table, rebase, results, verify
-from sglang_gemma4.build import build_wheel
-from sglang_gemma4.errors import StackError
-from sglang_gemma4.fetch import download_release, fetch_all, fetch_wheel
-from sglang_gemma4.layout import Layout
-from sglang_gemma4.pin import Pin
-from sglang_gemma4.series import Series
-from sglang_gemma4.stackversion import local_version
-from sglang_gemma4.variants import ARCHS, VARIANTS
-from sglang_gemma4.worktree import WorkTree
+from sglang_gemma4.gpu.variants import ARCHS, VARIANTS
+from sglang_gemma4.stack import bundle, drift, export, lint, readme_table, rebase, results, verify
+from sglang_gemma4.stack.build import build_wheel
+from sglang_gemma4.stack.errors import StackError
+from sglang_gemma4.stack.fetch import download_release, fetch_all, fetch_wheel
+from sglang_gemma4.stack.layout import Layout
+from sglang_gemma4.stack.pin import Pin
+from sglang_gemma4.stack.series import Series
+from sglang_gemma4.stack.stackversion import local_version
+from sglang_gemma4.stack.worktree import WorkTree
 
 
 class Stack:
@@ -191,7 +191,7 @@ def cmd_bundle(stack: Stack, args) -> int:
 
 
 def cmd_checkpoint(stack: Stack, args) -> int:
-    from sglang_gemma4.checkpoint import write_checkpoint
+    from sglang_gemma4.gpu.checkpoint import write_checkpoint
 
     device = args.device
     if device == "auto":

@@ -53,4 +53,4 @@ if [ ! -s "$PREFIX/versions.txt" ]; then
 fi
 cat "$PREFIX/versions.txt"
 echo "setup: series $(python3 -c "import json; m=json.load(open('$PREFIX/bundle/manifest.json')); print(m['series_version'], m['patches'])")"
-echo "setup: $(ls "$PREFIX"/bundle/wheels | wc -l) wheels in $PREFIX/site, $(find "$PREFIX/bundle/overlay" -type f | wc -l) overlay files; $(( $(date +%s) - start )) s"
+echo "setup: $(find "$PREFIX/bundle/wheels" -mindepth 1 -maxdepth 1 | wc -l) wheels in $PREFIX/site, $(find "$PREFIX/bundle/overlay" -type f | wc -l) overlay files; $(( $(date +%s) - start )) s"

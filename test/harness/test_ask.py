@@ -14,8 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sglang_gemma4.harness import ask
-from sglang_gemma4.harness.server import Server, http_json, wait_ready
+from sglang_gemma4.gpu import ask
+from sglang_gemma4.gpu.server import Server, http_json, wait_ready
 
 
 class StandIn(BaseHTTPRequestHandler):
@@ -99,7 +99,7 @@ HTTPServer(("127.0.0.1", int(sys.argv[1])), Ok).serve_forever()' "$3"
 HARNESS = """
 import sys, time
 from pathlib import Path
-from sglang_gemma4.harness import server as s
+from sglang_gemma4.gpu import server as s
 s.LAUNCH = Path(sys.argv[1])
 with s.Server("e2b", "patched", Path(sys.argv[2]), port=int(sys.argv[3])) as running:
     print("ready", flush=True)

@@ -2,7 +2,7 @@
 
 import socket
 
-from sglang_gemma4.harness.bad_input import good_request
+from sglang_gemma4.gpu.bad_input import good_request
 
 
 def test_a_dead_server_reads_as_not_serving():

@@ -5,10 +5,10 @@ import argparse
 
 import pytest
 
-from sglang_gemma4.harness.bench import (Setup, add_setup_arguments, chosen_setups, dataset_args, parse_setup, plot,
+from sglang_gemma4.gpu.bench import (Setup, add_setup_arguments, chosen_setups, dataset_args, parse_setup, plot,
                                      summarize, write_summary)
-from sglang_gemma4.harness.pool_usage import pool_sizes
-from sglang_gemma4.harness.server import patched_env
+from sglang_gemma4.gpu.pool_usage import pool_sizes
+from sglang_gemma4.gpu.server import patched_env
 
 
 def record(setup, throughput, tpot, workload="chat"):
@@ -73,9 +73,9 @@ def test_patched_env_pairs():
 
 def test_image_workloads_use_the_image_dataset_without_pre_tokenized_prompts():
     # bench_serving refuses --tokenize-prompt with its image dataset; random-ids prompts need it
-    images = dataset_args("images-6").split()
+    images = dataset_args("images-6")
     assert images[images.index("--dataset-name") + 1] == "image" and "--tokenize-prompt" not in images
     assert images[images.index("--image-count") + 1] == "6"
-    text = dataset_args("chat").split()
+    text = dataset_args("chat")
     assert text[text.index("--dataset-name") + 1] == "random-ids" and "--tokenize-prompt" in text
     assert "--image-count" not in text

@@ -3,7 +3,7 @@ Triton's group files and the JIT caches' shared libraries, with write times rela
 
 import os
 
-from sglang_gemma4.harness.compile_caches import builds, summary
+from sglang_gemma4.gpu.compile_caches import builds, summary
 
 
 def written_at(path, when: float):

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sglang_gemma4.harness import fuzz
+from sglang_gemma4.gpu import fuzz
 
 VOCAB = 262144
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sglang_gemma4.harness import bench, kv_capacity
-from sglang_gemma4.harness.kv_capacity import (main, markdown, parse_sglang, parse_vllm, report, served_variant,
+from sglang_gemma4.gpu import bench, kv_capacity
+from sglang_gemma4.gpu.kv_capacity import (main, markdown, parse_sglang, parse_vllm, report, served_variant,
                                                  sglang_window)
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from sglang_gemma4.harness import profile
-from sglang_gemma4.harness.profile import (active_bytes, kernel_group, kernel_times, skipped_batches, summarize,
+from sglang_gemma4.gpu import profile
+from sglang_gemma4.gpu.profile import (active_bytes, kernel_group, kernel_times, skipped_batches, summarize,
                                            weight_bytes, write_report)
-from sglang_gemma4.variants import text_config
+from sglang_gemma4.gpu.variants import text_config
 
 
 def write_text_config(directory, variant):
@@ -77,10 +77,12 @@ def test_summary_reports_shares_and_the_hbm_floor():
 @pytest.mark.parametrize("variant, fused_sum", [("26b-a4b", True), ("31b", False)])
 def test_bench_one_batch_runs_the_preset_options(tmp_path, monkeypatch, variant, fused_sum):
     commands = []
-    monkeypatch.setattr(profile.subprocess, "run", lambda argv, **kw: commands.append(argv[-1]))
+    monkeypatch.setattr(profile.subprocess, "run", lambda argv, **kw: commands.append(argv))
     profile.bench_one_batch("patched", variant, tmp_path / "ckpt", tmp_path, [1, 4], {}, False, "run")
-    (command,) = commands
-    assert "sglang.bench_one_batch" in command and "--batch-size 1 4" in command
+    (argv,) = commands
+    assert argv[:3] == ["bash", "-c", '. "$0" && exec "$@"'] and argv[3].endswith("/env-patched.sh")
+    command = " ".join(argv[4:])  # the arguments as they reach bench_one_batch, one word each
+    assert "-m sglang.bench_one_batch " in command and "--batch-size 1 4 " in command
     assert ("--enable-fused-moe-sum-all-reduce" in command) is fused_sum
 
 

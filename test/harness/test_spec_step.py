@@ -11,11 +11,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sglang_gemma4.harness import spec_step
-from sglang_gemma4.harness.spec_step import (Stream, draft_weight_bytes, forward_times, kv_read_bytes, kv_token_bytes,
+from sglang_gemma4.gpu import spec_step
+from sglang_gemma4.gpu.spec_step import (Stream, draft_weight_bytes, forward_times, kv_read_bytes, kv_token_bytes,
                                              label_replays, refuse_full_acceptance, spec_steps, step_bytes, summarize,
                                              wait_drained)
-from sglang_gemma4.variants import text_config
+from sglang_gemma4.gpu.variants import text_config
 
 
 def launch(ts, correlation):

@@ -4,7 +4,7 @@ them, for the server-args tests."""
 import json
 from pathlib import Path
 
-from sglang_gemma4.variants import ARCHS, text_config
+from sglang_gemma4.gpu.variants import ARCHS, text_config
 
 
 def write_config(directory: Path, variant: str, arch: str) -> Path:

@@ -10,7 +10,7 @@ import torch
 from gemma4_config import server_args, write_config
 from torch import nn
 
-from sglang_gemma4.variants import text_config
+from sglang_gemma4.gpu.variants import text_config
 
 from sglang.srt.models import gemma4_mm
 

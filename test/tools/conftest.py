@@ -5,7 +5,7 @@ import shutil
 import pytest
 from stack_helpers import REPO, Checkout, make_patch, replace_line
 
-from sglang_gemma4.pin import Pin
+from sglang_gemma4.stack.pin import Pin
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from sglang_gemma4.cli import Stack
-from sglang_gemma4.layout import Layout
-from sglang_gemma4.pin import Pin
+from sglang_gemma4.stack.layout import Layout
+from sglang_gemma4.stack.pin import Pin
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -4,7 +4,7 @@ import subprocess
 import sys
 import zipfile
 
-from sglang_gemma4.stackversion import local_version
+from sglang_gemma4.stack.stackversion import local_version
 
 
 def test_build_refuses_an_unapplied_or_dirty_tree(checkout, two_patches):
@@ -33,14 +33,16 @@ def test_built_wheel_holds_the_patches_and_reports_the_local_version(checkout, t
         assert any(n.endswith(".so") for n in names), "compiled modules come from the pinned wheel"
         assert f"Version: {version}" in zf.read(f"sglang-{version}.dist-info/METADATA").decode()
 
-    # a fresh venv; sglang's (CUDA-sized) dependencies come from this test environment via a .pth
+    # a fresh venv; sglang's dependencies come from this test environment, whose site directories a
+    # .pth adds as site directories, so that their own .pth files (the test env's torchvision set-up) apply
     fresh = tmp_path / "fresh"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(fresh)], check=True)
     fresh_python = fresh / "bin" / "python"
     subprocess.run([sys.executable, "-m", "pip", "--python", str(fresh_python), "install", "-q", "--no-deps",
                     str(wheel)], check=True)
     (site,) = fresh.glob("lib/python*/site-packages")
-    (site / "test-env-deps.pth").write_text("\n".join(p for p in sys.path if p.endswith("site-packages")) + "\n")
+    (site / "test-env-deps.pth").write_text("".join(f"import site; site.addsitedir({p!r})\n"
+                                                    for p in sys.path if p.endswith("site-packages")))
     probe = "import importlib.metadata, sglang; print(sglang.__version__, importlib.metadata.version('sglang'))"
     proc = subprocess.run([str(fresh_python), "-c", probe], cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]

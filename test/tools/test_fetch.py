@@ -5,8 +5,8 @@ import zipfile
 
 import pytest
 
-from sglang_gemma4.errors import StackError
-from sglang_gemma4.fetch import fetch_wheel, sha256_of
+from sglang_gemma4.stack.errors import StackError
+from sglang_gemma4.stack.fetch import fetch_wheel, sha256_of
 
 
 def test_cached_wheel_is_verified(checkout):

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from sglang_gemma4.lint import lint, lint_patch
-from sglang_gemma4.patchfile import PatchFile
-from sglang_gemma4.series import Series
+from sglang_gemma4.stack.lint import lint, lint_patch
+from sglang_gemma4.stack.patchfile import PatchFile
+from sglang_gemma4.stack.series import Series
 
 GOOD = """\
 From: A Person <a@example.com>

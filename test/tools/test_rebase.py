@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from stack_helpers import make_patch, replace_line
 
-from sglang_gemma4.patchfile import PatchFile
-from sglang_gemma4.pin import Pin
-from sglang_gemma4.readme_table import BEGIN, END
+from sglang_gemma4.stack.patchfile import PatchFile
+from sglang_gemma4.stack.pin import Pin
+from sglang_gemma4.stack.readme_table import BEGIN, END
 
 NEW_VERSION = "0.5.99"
 CLEAN, SHIFTED, CLASH = "python/sglang/version.py", "python/sglang/srt/server_args.py", "python/sglang/utils.py"

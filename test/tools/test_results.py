@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sglang_gemma4 import results
-from sglang_gemma4.errors import StackError
+from sglang_gemma4.stack import results
+from sglang_gemma4.stack.errors import StackError
 
 PATCH = "0160-triton-swa-decode-no-device-sync.patch"
 NEW = "2026-11-23-h100-26b-a4b-gf540dad831-new"  # the newest of two_runs()

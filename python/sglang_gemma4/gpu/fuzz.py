@@ -1,0 +1,341 @@
+"""Generated hostile requests against a running server: the sampling, logprob and stop fields of
+/generate, /v1/completions and /v1/chat/completions with values of every JSON type, boundary numbers
+(0, -1, 2**31, 2**63, NaN, +-inf), huge lists, text that is not valid Unicode and token ids at and
+beyond the vocabulary; streaming and not.
+
+    python -m sglang_gemma4.gpu.fuzz --start e2b --out DIR [--requests 600] [--seed N]
+    python -m sglang_gemma4.gpu.fuzz --url URL --log SERVER_LOG --out DIR ...
+
+PASS only if every answer is a 2xx with a sensible body or a 4xx, the server never dies, no answer
+is a 5xx, and afterwards the KV pool has drained and a good request is answered. Drained: while a
+probe request decodes alone, the scheduler's decode log lines (read as gpu/pool_usage.py reads
+them) show it as the only running request, holding no more tokens than its own. Writes
+DIR/fuzz.json. Bounded: --requests requests, --workers at a time, 60 s each, none sent after
+--time-limit seconds (those count as failures: the server was too slow to answer them all).
+
+The generator (`request`) also drives the CPU fuzz test of the validation layer. It leaves out values
+that are valid but slow to serve (n in the hundreds, top logprobs over the whole vocabulary, long
+generations): unit tests cover those boundaries.
+"""
+
+import argparse
+import json
+import math
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from sglang_gemma4.gpu import pool_usage
+from sglang_gemma4.gpu.presets import NO_GRAPHS
+from sglang_gemma4.gpu.server import Server, http_json
+
+ENDPOINTS = ("/generate", "/v1/completions", "/v1/chat/completions")
+INTS = [0, 1, -1, 2, 16, 2**31 - 1, 2**31, -(2**31), 2**32, 2**53 + 1, 2**63 - 1, 2**63, -(2**63) - 1, 2**64,
+        10**30]
+FLOATS = [0.0, -0.0, 1e-45, 1e-7, 0.5, 1.0, 1.0000001, 2.0, 2.0000001, -2.0, -2.0000001, 3.4e38, 3.5e38, 1e308,
+          math.nan, math.inf, -math.inf]
+WRONG_TYPES = [None, True, False, "1", "0.5", "", "nan", [], [1], {}, {"1": 1}]
+BAD_TEXT = ["\ud800", "a\udfffb", "\ud83d", "\udc00\ud800", "ok \ud83d\ude00 \udfff"]
+TEXTS = ["hi", "", " ", "\n", "stop", "é", "\U0001f600", "\x00", "\uffff", "a" * 3000]
+REGEXES = ["a+b", "(", "[", "a{2,1}", "(?<=a+)b", "\\", "(" * 300 + ")" * 300, "a{4294967296}",
+           "(a{4000000000}){4000000000}", ".*"]
+# /generate's sampling fields, and what kind of value each takes
+SAMPLING = {"max_new_tokens": "count", "min_new_tokens": "count", "n": "choices", "temperature": "float",
+            "top_p": "float", "top_k": "top_k", "min_p": "float", "frequency_penalty": "float",
+            "presence_penalty": "float", "repetition_penalty": "float", "stop": "texts", "stop_token_ids": "ids",
+            "stop_regex": "regexes", "regex": "text", "ebnf": "text", "json_schema": "text", "ignore_eos": "bool",
+            "skip_special_tokens": "bool", "spaces_between_special_tokens": "bool", "no_stop_trim": "bool",
+            "stream_interval": "count", "logit_bias": "bias", "sampling_seed": "seed", "custom_params": "custom",
+            "bogus": "count", "temprature": "float", "is_normalized": "bool", "stop_strs": "texts"}
+GENERATE_TOP = {"return_logprob": "bool", "logprob_start_len": "count", "top_logprobs_num": "top",
+                "token_ids_logprob": "ids"}
+OPENAI = {"max_tokens": "count", "min_tokens": "count", "n": "choices", "temperature": "float", "top_p": "float",
+          "top_k": "top_k", "min_p": "float", "frequency_penalty": "float", "presence_penalty": "float",
+          "repetition_penalty": "float", "stop": "texts", "stop_token_ids": "ids", "stop_regex": "regexes",
+          "regex": "text", "ebnf": "text", "logit_bias": "bias", "seed": "seed", "ignore_eos": "bool",
+          "skip_special_tokens": "bool", "no_stop_trim": "bool"}
+COMPLETIONS = {**OPENAI, "logprobs": "top", "echo": "bool", "json_schema": "text"}
+CHAT = {**OPENAI, "max_completion_tokens": "count", "logprobs": "bool", "top_logprobs": "top"}
+CHEAP_MAX_TOKENS = 8  # every request generates at most this many tokens unless its max is a fuzzed field
+
+
+def _ids(rng: random.Random, vocab: int) -> list:
+    """Token ids, one of them an edge: at or beyond the vocabulary, or not an integer. Some lists are
+    huge, one longer than the vocabulary."""
+    edge = rng.choice([0, vocab - 1, vocab, vocab + 1, -1, 2**31, 2**63, 1.0, True, "5", None])
+    roll = rng.random()
+    size = vocab + 1 if roll < 0.03 else 5000 if roll < 0.1 else rng.choice([1, 3])
+    start = rng.randrange(vocab)
+    ids = [(start + 7919 * i) % vocab for i in range(size)]
+    ids[rng.randrange(size)] = edge
+    return ids
+
+
+def value(rng: random.Random, kind: str, vocab: int):
+    """A value for a field of this kind: a valid one, a boundary one or one of the wrong JSON type."""
+    roll = rng.random()
+    if roll < 0.15:
+        # null for a count would mean "no limit": a generation to the end of the context
+        return rng.choice([v for v in WRONG_TYPES + BAD_TEXT[:1] if v is not None or kind != "count"])
+    valid = roll < 0.5
+    if kind in ("count", "seed", "top_k", "choices", "top"):
+        if valid:
+            return rng.choice({"count": [0, 1, 4], "seed": [0, 42], "top_k": [-1, 1, 20], "choices": [1, 2],
+                               "top": [0, 1, 5]}[kind])
+        # vocab itself is a valid top-logprobs count but slow to serve: only the edge beyond it
+        return rng.choice(INTS + [1.5, 4.0, vocab + 1] + ([1025] if kind == "choices" else []))
+    if kind == "float":
+        return rng.choice([0.0, 0.5, 1.0]) if valid else rng.choice(FLOATS + INTS[5:8])
+    if kind == "bool":
+        return rng.choice([True, False]) if valid else rng.choice([0, 1, "true", "false"])
+    if kind == "text":
+        return rng.choice(TEXTS[:3]) if valid else rng.choice(BAD_TEXT + TEXTS)
+    if kind == "texts":
+        if valid:
+            return rng.choice(["\n", ["a", "b"], []])
+        return rng.choice([rng.choice(BAD_TEXT), [rng.choice(TEXTS), rng.choice(BAD_TEXT)], ["x"] * 1000,
+                           [1, 2], [["a"]]])
+    if kind == "regexes":
+        return rng.choice(["a+b", ["x", "y+"]]) if valid else rng.choice(REGEXES + [[rng.choice(REGEXES)]])
+    if kind == "ids":
+        return rng.choice([[1, 2], []]) if valid else _ids(rng, vocab)
+    if kind == "bias":
+        if valid:
+            return rng.choice([{"17": 1.0}, {"5": -math.inf, "6": -100}])
+        key = rng.choice([str(vocab - 1), str(vocab), "-1", "abc", "1.5", " 5", str(2**63), "\ud800", ""])
+        bias = rng.choice(FLOATS + ["1", None, True, [1]])
+        roll = rng.random()
+        return {key: bias} if roll < 0.9 else {str(i): 0.5 for i in range(vocab + 1 if roll < 0.92 else 1000)}
+    if kind == "custom":
+        if valid:
+            return {"k": 1, "xs": [1, "a"]}
+        return rng.choice([{"k": {"deep": {"er": 1}}}, {"k": 2**64}, {"\ud800": 1}, {"k": [[1]]}, "x", [1]])
+    raise ValueError(f"unknown kind {kind}")
+
+
+def _prompt(rng: random.Random, vocab: int, as_ids: bool):
+    if not as_ids:
+        return rng.choice(["hi", "hi", "hi", rng.choice(BAD_TEXT), rng.choice(TEXTS)])
+    if rng.random() < 0.7:
+        return [2, 100, 200]
+    return rng.choice([_ids(rng, vocab), []]) if rng.random() < 0.9 else [2] * 200000
+
+
+def request(rng: random.Random, vocab: int) -> tuple[str, dict]:
+    """(endpoint, JSON payload): 1 to 3 fields fuzzed, the rest ordinary; streaming or not."""
+    endpoint = rng.choice(ENDPOINTS)
+    stream = rng.random() < 0.4
+    fuzzed = rng.randint(1, 3)
+    if endpoint == "/generate":
+        batch = 2 if rng.random() < 0.1 else None
+        prompt = _prompt(rng, vocab, as_ids=rng.random() < 0.3)
+        prompt_field = "input_ids" if isinstance(prompt, list) else "text"
+        params = {"max_new_tokens": CHEAP_MAX_TOKENS}
+        payload = {prompt_field: [prompt] * batch if batch else prompt, "stream": stream}
+        for name in rng.sample(sorted(SAMPLING) + sorted(GENERATE_TOP), fuzzed):
+            kind = SAMPLING.get(name) or GENERATE_TOP[name]
+            target = params if name in SAMPLING else payload
+            target[name] = value(rng, kind, vocab)
+            if batch and rng.random() < 0.5:  # a per-prompt list, of the right length or not
+                target[name] = [target[name]] * rng.choice([batch, batch + 1])
+        payload["sampling_params"] = [params] * batch if batch and rng.random() < 0.5 else params
+        return endpoint, payload
+    fields = COMPLETIONS if endpoint == "/v1/completions" else CHAT
+    payload = {"model": "default", "max_tokens": CHEAP_MAX_TOKENS, "stream": stream}
+    if endpoint == "/v1/completions":
+        payload["prompt"] = _prompt(rng, vocab, as_ids=rng.random() < 0.3)
+    else:
+        content = rng.choice(["hi", "hi", rng.choice(BAD_TEXT), rng.choice(TEXTS)])
+        payload["messages"] = [{"role": "user", "content": content}]
+    for name in rng.sample(sorted(fields), fuzzed):
+        payload[name] = value(rng, fields[name], vocab)
+    return endpoint, payload
+
+
+def encode(payload: dict) -> bytes:
+    """As a client would send it: NaN and Infinity as JSON literals, lone surrogates as \\u escapes."""
+    return json.dumps(payload, allow_nan=True).encode()
+
+
+def _events(body: str) -> list:
+    """The data of a server-sent event stream, "[DONE]" included."""
+    events = []
+    for line in body.splitlines():
+        if line.startswith("data: "):
+            data = line[len("data: "):]
+            events.append(data if data == "[DONE]" else json.loads(data))
+    return events
+
+
+def _sensible(endpoint: str, answer) -> bool:
+    """Whether a 2xx body (or one streamed chunk) has the shape the endpoint promises."""
+    if endpoint == "/generate":
+        items = answer if isinstance(answer, list) else [answer]
+        return bool(items) and all(isinstance(i, dict) and "meta_info" in i and "text" in i for i in items)
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    return isinstance(choices, list) and (not choices or isinstance(choices[0], dict))
+
+
+def _error_status(answer) -> int | None:
+    """The status an answer reports in its body: an error object, or a request aborted by the server."""
+    if isinstance(answer, list):
+        return max((s for s in map(_error_status, answer) if s is not None), default=None)
+    if not isinstance(answer, dict):
+        return None
+    if isinstance(answer.get("error"), dict):
+        return int(answer["error"].get("code") or 500)
+    reason = (answer.get("meta_info") or {}).get("finish_reason")
+    if isinstance(reason, dict) and reason.get("type") == "abort":
+        return int(reason.get("status_code") or 500)
+    return None
+
+
+def classify(endpoint: str, stream: bool, status: int, body: str) -> str:
+    """ok (2xx, sensible body), client-error (4xx, or an error of 4xx status in a 2xx stream),
+    server-error (5xx, here or in the stream), no-answer (no HTTP status) or bad-body."""
+    if status == 0:
+        return "no-answer"
+    if 400 <= status < 500:
+        return "client-error"
+    if not 200 <= status < 300:
+        return "server-error"
+    try:
+        answers = _events(body) if stream else [json.loads(body)]
+    except ValueError:
+        return "bad-body"
+    if stream and (not answers or answers[-1] != "[DONE]"):
+        return "bad-body"
+    answers = [a for a in answers if a != "[DONE]"]
+    errors = [s for s in map(_error_status, answers) if s is not None]
+    if errors:
+        return "server-error" if max(errors) >= 500 else "client-error"
+    return "ok" if answers and all(_sensible(endpoint, a) for a in answers) else "bad-body"
+
+
+def pool_drained(probe_log: str, own_tokens: int) -> tuple[bool, list[dict]]:
+    """Whether the decode lines the scheduler logged while the probe decoded show it alone, holding
+    at most its own tokens (the full and the SWA pool), and those lines."""
+    lines = [s for s in pool_usage.parse(probe_log) if s["kind"] == "decode"]
+    used = ("full_token", "swa_token", "token")
+    drained = bool(lines) and all(s.get("running_req") == 1 and s.get("queue_req", 0) == 0
+                                  and all(s.get(key, 0) <= own_tokens for key in used) for s in lines)
+    return drained, lines
+
+
+PROBE = {"text": "drain probe", "sampling_params": {"max_new_tokens": 80, "ignore_eos": True, "temperature": 0}}
+
+
+def probe(url: str, log_path: Path) -> tuple[bool, bool, list[dict]]:
+    """(answered, drained, decode lines): one request decoding 80 tokens alone (decode lines are
+    logged every 40 decode steps), its lines read from the server log."""
+    offset = log_path.stat().st_size
+    try:
+        status, body = http_json("POST", f"{url}/generate", PROBE, timeout=120)
+    except OSError:
+        return False, False, []
+    if status != 200:
+        return False, False, []
+    prompt_tokens = json.loads(body)["meta_info"]["prompt_tokens"]
+    time.sleep(2)  # the log is written by another process
+    with open(log_path, errors="replace") as f:
+        f.seek(offset)
+        log = f.read()
+    own = prompt_tokens + PROBE["sampling_params"]["max_new_tokens"] + 1  # +1: the slot of the next token
+    drained, lines = pool_drained(log, own)
+    return True, drained, lines
+
+
+def send(url: str, endpoint: str, payload: dict, timeout: float) -> tuple[int, str]:
+    try:
+        return http_json("POST", f"{url}{endpoint}", encode(payload), timeout=timeout)
+    except OSError as e:
+        return 0, f"{type(e).__name__}: {e}"
+
+
+def verdict(counts: dict, server_alive: bool, good_answered: bool, drained: bool) -> bool:
+    bad = sum(n for outcome, n in counts.items() if outcome not in ("ok", "client-error"))
+    return bad == 0 and server_alive and good_answered and drained
+
+
+def serving(url: str) -> bool:
+    try:
+        return http_json("GET", f"{url}/health", timeout=10)[0] == 200
+    except OSError:
+        return False
+
+
+def run(url: str, log_path: Path, out: Path, count: int, seed: int, vocab: int, workers: int,
+        alive=None, time_limit: float = 300) -> bool:
+    rng = random.Random(seed)
+    cases = [request(rng, vocab) for _ in range(count)]
+    started = time.monotonic()
+
+    def one(case):
+        endpoint, payload = case
+        if time.monotonic() - started > time_limit:
+            return endpoint, payload, 0, "not sent: time limit reached", "not-sent"
+        status, body = send(url, endpoint, payload, timeout=60)
+        return endpoint, payload, status, body, classify(endpoint, payload.get("stream") is True, status, body)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(one, cases))
+    counts: dict = {}
+    by_endpoint: dict = {}
+    for endpoint, _, _, _, outcome in results:
+        counts[outcome] = counts.get(outcome, 0) + 1
+        by_endpoint.setdefault(endpoint, {}).setdefault(outcome, 0)
+        by_endpoint[endpoint][outcome] += 1
+    time.sleep(5)  # let aborted requests leave the scheduler before the probe
+    server_alive = (alive or (lambda: serving(url)))()
+    good_answered, drained, lines = probe(url, log_path) if server_alive else (False, False, [])
+    passed = verdict(counts, server_alive, good_answered, drained)
+    failures = [{"endpoint": e, "request": encode(p).decode()[:300], "status": s, "answer": b[:300], "outcome": o}
+                for e, p, s, b, o in results if o not in ("ok", "client-error")]
+    summary = {"seed": seed, "requests": count, "seconds": round(time.monotonic() - started, 1),
+               "outcomes": counts, "by_endpoint": by_endpoint,
+               "streamed": sum(1 for _, p, *_ in results if p.get("stream") is True),
+               "server_deaths": 0 if server_alive else 1, "answers_5xx": counts.get("server-error", 0),
+               "good_request_answered": good_answered, "pool_drained": drained, "probe_decode_lines": lines,
+               "failures": failures[:30], "verdict": "PASS" if passed else "FAIL"}
+    (out / "fuzz.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("failures", "probe_decode_lines")}, indent=1))
+    return passed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", default="http://127.0.0.1:30000")
+    parser.add_argument("--log", help="the server's log (needed with --url: the pool is read from it)")
+    parser.add_argument("--start", metavar="VARIANT", help="start this variant's patched server (dummy weights) first")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--requests", type=int, default=600)
+    parser.add_argument("--seed", type=int, help="default: a random one, printed and recorded")
+    parser.add_argument("--vocab", type=int, default=262144)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--time-limit", type=float, default=300, help="seconds after which no request is sent")
+    parser.add_argument("--dry-run", action="store_true", help="print the started server's command line instead")
+    args = parser.parse_args()
+    if not args.start and not args.log:
+        parser.error("give --start VARIANT, or --log with the server's log for the pool check")
+    out = Path(args.out)
+    server = Server(args.start, "patched", out / f"{args.start}-patched.log", extra=list(NO_GRAPHS)) if args.start else None
+    if args.dry_run:
+        if server:
+            print(server.describe())
+        return 0
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    print(f"fuzz: seed {seed}")
+    out.mkdir(parents=True, exist_ok=True)
+    if server:
+        with server:
+            passed = run(server.url, server.log_path, out, args.requests, seed, args.vocab, args.workers,
+                         alive=lambda: server.process.poll() is None, time_limit=args.time_limit)
+    else:
+        passed = run(args.url, Path(args.log), out, args.requests, seed, args.vocab, args.workers,
+                     time_limit=args.time_limit)
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,99 @@
+"""Serve a Gemma-4 variant with this stack's preset (presets.py); scripts/launch_gemma4.sh runs this.
+
+    python -m sglang_gemma4.gpu.launch VARIANT [--model DIR] [--mtp] [--draft DIR] [--tp N]
+        [--host H] [--port P] [--api-key K] [--no-prebuild] [--dry-run] [-- extra launch_server flags]
+
+The Python environment decides which build serves: source $PREFIX/env-patched.sh or env-pristine.sh
+(scripts/gpu/setup.sh) first, or have the patched wheel installed.  Extra flags after -- come last,
+so they override the preset.
+"""
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from sglang_gemma4.gpu.presets import PRESETS, server_args
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="launch_gemma4", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("variant", choices=list(PRESETS))
+    p.add_argument("--model", help="checkpoint to serve (default: checkpoints/VARIANT, a config-only checkpoint "
+                   "made on first use and served with --load-format dummy: speed runs only)")
+    p.add_argument("--mtp", action="store_true", help="speculative decoding with the Gemma-4 assistant draft "
+                   "(FROZEN_KV_MTP, 3 steps, 4 draft tokens, top-k 1; 26b-a4b and 31b)")
+    p.add_argument("--draft", help="the Gemma4AssistantForCausalLM draft checkpoint (default with no --model: "
+                   "checkpoints/VARIANT-assistant, config-only, made on first use, dummy weights)")
+    p.add_argument("--tp", type=int, default=1, help="tensor parallel size")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default: not exposed unless asked)")
+    p.add_argument("--port", type=int, default=30000)
+    p.add_argument("--api-key", help="passed through to launch_server")
+    p.add_argument("--no-prebuild", action="store_true",
+                   help="skip building sglang's and FlashInfer's CUDA modules side by side before the server starts "
+                        "(python -m sglang_gemma4.gpu.prebuild); a server then compiles the ones missing from its "
+                        "caches one after another during its first graph capture (SGLANG_GEMMA4_PREBUILD=0 does the "
+                        "same)")
+    p.add_argument("--dry-run", action="store_true", help="print the commands instead of running them")
+    return p
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The options, and in .extra the launch_server flags after --, which come last to override the preset."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parser().parse_args(argv[:cut])
+    args.extra = argv[cut + 1:]
+    return args
+
+
+def config_only(variant: str, path: Path, arch: str, dry_run: bool) -> None:
+    """A config-and-tokenizer checkpoint (served with dummy weights), made once."""
+    if dry_run or (path / "config.json").is_file():
+        return
+    from sglang_gemma4.gpu.checkpoint import write_checkpoint
+
+    write_checkpoint(variant, path, arch=arch, weights="none", repo_root=REPO)
+
+
+def commands(args: argparse.Namespace) -> tuple[list[str] | None, list[str]]:
+    """(the prebuild's command or None, the server's command)."""
+    model, draft, dummy = args.model, args.draft, False
+    if not model:
+        model, dummy = str(REPO / "checkpoints" / args.variant), True
+        config_only(args.variant, Path(model), "causal", args.dry_run)
+        if args.mtp and not draft:
+            draft = str(REPO / "checkpoints" / f"{args.variant}-assistant")
+            config_only(args.variant, Path(draft), "assistant", args.dry_run)
+    if args.mtp and not draft:
+        raise SystemExit("launch_gemma4: --mtp with --model needs --draft DIR (a Gemma4AssistantForCausalLM checkpoint)")
+    server = [sys.executable, "-m", "sglang.launch_server",
+              *server_args(args.variant, model, tp=args.tp, host=args.host, port=args.port, dummy_weights=dummy,
+                           draft=draft if args.mtp else None, api_key=args.api_key), *args.extra]
+    prebuild = not args.no_prebuild and os.environ.get("SGLANG_GEMMA4_PREBUILD", "1") != "0"
+    return ([sys.executable, "-m", "sglang_gemma4.gpu.prebuild", "--model", model, "--tp", str(args.tp)]
+            if prebuild else None), server
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    prebuild, server = commands(args)
+    if args.dry_run:
+        for command in filter(None, (prebuild, server)):
+            print(shlex.join(command))
+        return 0
+    print(f"launch_gemma4: {os.environ.get('SGLANG_GEMMA4_BUILD', 'installed')} sglang, {args.variant}, "
+          f"tp {args.tp}, {args.host}:{args.port}", flush=True)
+    # Before, not beside, the server: the build processes are gone when it sizes its memory pools.
+    if prebuild and subprocess.run(prebuild).returncode != 0:
+        print("launch_gemma4: prebuild incomplete; the server builds what is missing itself", file=sys.stderr,
+              flush=True)
+    os.execv(server[0], server)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,98 @@
+"""The launch presets: every sglang server flag this project passes, defined here once.
+
+    python -m sglang_gemma4.gpu.presets NAME   # one of the flag sets below, a word per line (for shell)
+
+The launcher (launch.py, behind scripts/launch_gemma4.sh), the harness's servers (server.py), the
+profiler's and memory check's bench_one_batch runs and the GPU experiments (run.py) all build their
+command lines from these lists; test/harness/test_presets.py parses each with sglang's own server
+arguments parser.
+"""
+
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Preset:
+    mem_fraction_static: float  # weights + KV pool
+    context_length: int
+    model_flags: tuple[str, ...] = ()  # sglang options that change how this variant's model runs
+
+
+PRESETS = {
+    "e2b": Preset(0.85, 32768),
+    "e4b": Preset(0.85, 32768),
+    # sglang's own option: the experts' down GEMM adds each token's top-k outputs into the layer output
+    # (bf16 atomics) instead of a separate sum kernel. One H100, same call: decode at 32 running x1.19,
+    # batch 1 unchanged (benchmark_results/2026-11-23-h100-26b-a4b-gdd00e9604a-coldstart-dual-stream-fused-sum);
+    # parity vs transformers kept (2026-11-23-h100-all-gf4025de4e2-parity-ab-fused-rope).
+    "26b-a4b": Preset(0.85, 32768, ("--enable-fused-moe-sum-all-reduce",)),
+    "31b": Preset(0.88, 32768),  # 62.5 GB of weights: leave the KV pool room on 80 GB
+}
+
+# Every variant, every build: the kernels and backends the offline bundle serves Gemma-4 with.
+BACKENDS = (
+    "--attention-backend", "triton",  # the Hopper path that serves Gemma-4 (head dims 256/512)
+    "--sampling-backend", "pytorch",  # flashinfer's sampling kernels JIT-compile for ~74 s on first use
+    "--grammar-backend", "none",  # structured output is not part of the offline bundle
+)
+DECODE_GRAPHS = ("--cuda-graph-max-bs-decode", "64")  # what serving captures
+# The Gemma-4 assistant draft (FROZEN_KV_MTP): 3 steps, 4 draft tokens, top-k 1 (26b-a4b and 31b).
+MTP = ("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "4",
+       "--speculative-eagle-topk", "1")
+
+# Extra flags that the harness adds after the preset (the last of a repeated flag wins):
+# checks whose outcome does not depend on CUDA graphs skip their capture for a quick start
+NO_GRAPHS = ("--cuda-graph-backend-decode", "disabled", "--cuda-graph-backend-prefill", "disabled")
+# small capture sets: a short start with graphs on (smoke, make serve on the GPU check)
+SMALL_GRAPHS = ("--cuda-graph-max-bs-decode", "8", "--cuda-graph-max-bs-prefill", "512")
+# parity's prompts as served: decode graphs and prefill graphs on, sized for its batch (E2B/E4B's,
+# 4042 tokens, fits one prefill graph)
+PARITY_GRAPHS = ("--cuda-graph-max-bs-decode", "8", "--cuda-graph-max-bs-prefill", "4096")
+# benchmarks whose largest concurrency is 32
+BENCH_GRAPHS = ("--cuda-graph-max-bs-decode", "32")
+# benchmarks on a shorter start: decode graphs to 32, no prefill graphs (prefill speed not compared)
+BENCH_GRAPHS_DECODE_ONLY = ("--cuda-graph-max-bs-decode", "32", "--cuda-graph-backend-prefill", "disabled")
+
+
+def preset(variant: str) -> Preset:
+    if variant not in PRESETS:
+        raise ValueError(f"unknown variant {variant!r} (one of {', '.join(PRESETS)})")
+    return PRESETS[variant]
+
+
+def model_flags(variant: str) -> list[str]:
+    """The variant's own sglang options, which a profiled or measured step must share with serving."""
+    return list(preset(variant).model_flags)
+
+
+def server_args(variant: str, model: str, *, tp: int = 1, host: str = "127.0.0.1", port: int = 30000,
+                dummy_weights: bool = False, draft: str | None = None, api_key: str | None = None) -> list[str]:
+    """sglang.launch_server's arguments for `variant` served from `model` (a draft turns MTP on)."""
+    p = preset(variant)
+    args = ["--load-format", "dummy"] if dummy_weights else []
+    args += ["--model-path", model, "--tokenizer-path", model, "--host", host, "--port", str(port),
+             "--tp-size", str(tp), *BACKENDS, "--mem-fraction-static", str(p.mem_fraction_static),
+             "--context-length", str(p.context_length), *DECODE_GRAPHS, *p.model_flags]
+    if draft:
+        args += [*MTP, "--speculative-draft-model-path", draft]
+    if api_key:
+        args += ["--api-key", api_key]
+    return args
+
+
+FLAG_SETS = {name: value for name, value in globals().items() if name.isupper() and isinstance(value, tuple)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    names = sys.argv[1:] if argv is None else argv
+    unknown = [n for n in names if n not in FLAG_SETS]
+    if len(names) != 1 or unknown:
+        print(f"presets: name one flag set: {', '.join(FLAG_SETS)}", file=sys.stderr)
+        return 2
+    print("\n".join(FLAG_SETS[names[0]]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

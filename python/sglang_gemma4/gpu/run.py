@@ -1,0 +1,366 @@
+"""The GPU experiments, described as data, and the one runner that runs them (scripts/gpu/check.sh
+hands it every stage that is not a gate).
+
+    python -m sglang_gemma4.gpu.run STAGE[:CHOICE,...] --out DIR [--dry-run]
+    python -m sglang_gemma4.gpu.run --list
+
+An experiment is a list of steps: a command of this package (or sglang's) with its arguments, the
+build whose environment runs it (none: the harness's own, the pristine build with this repository on
+top), and its environment. Most are A/B comparisons (bench.py): a variant, its server setups
+('NAME=BUILD [KEY=VALUE ...] [flags]'), the workloads and the servers' flags. CHOICE picks the
+variants (or, where the experiment says so, its setups or sides); the environment knobs each
+experiment names replace a default. `--dry-run` prints every command instead of running it, and for
+the harness modules that start servers, the exact server command lines they would start.
+"""
+
+import argparse
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sglang_gemma4.gpu import presets
+from sglang_gemma4.gpu.server import REPO, describe, in_build
+
+# The harness modules that start servers (or bench_one_batch) and print their command lines on --dry-run.
+DRY_RUNS = {f"sglang_gemma4.gpu.{m}" for m in ("smoke", "bench", "parity", "step_trace", "profile", "memory",
+                                                "bad_input", "repro")}
+
+
+@dataclass(frozen=True)
+class Step:
+    argv: tuple[str, ...]
+    build: str | None = None  # run inside this build's environment, with this package on top
+    env: dict = field(default_factory=dict)
+    may_fail: bool = False  # e.g. the pristine side of a check whose pristine build is expected to crash
+    report: Path | None = None  # its output is also written here
+    empty_first: Path | None = None  # removed before the step (e.g. the compile caches of a cold start)
+    unless_exists: Path | None = None  # skipped when this file exists
+
+    @property
+    def module(self) -> str | None:
+        return self.argv[2] if self.argv[:2] == ("python3", "-m") else None
+
+
+def harness(module: str, *args: str, **step) -> Step:
+    return Step(("python3", "-m", f"sglang_gemma4.gpu.{module}", *args), **step)
+
+
+def knob(name: str, default: str) -> list[str]:
+    """An environment knob's words, or the default's."""
+    return (os.environ.get(name) or default).split()
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """An A/B run of bench.py: each setup's server in turn on the same GPU, the same workloads."""
+
+    out: str  # folder under OUT; {variant} is filled in
+    setups: tuple[str, ...]  # bench --config specs; a bare build name is that build as it is
+    workloads: tuple[str, ...]
+    workloads_knob: str | None  # the environment knob that replaces them
+    flags: tuple[str, ...] = presets.BENCH_GRAPHS
+    variants: tuple[str, ...] = ("26b-a4b",)
+    mtp: bool = False
+    model: str | None = None  # default: the launch preset's config-only checkpoint
+
+    def steps(self, out: Path, variants: list[str] | None = None, flags: tuple[str, ...] | None = None) -> list[Step]:
+        """One bench run per variant (CHOICE, or the default ones); `flags` replaces the servers' flags."""
+        builds = [s for s in self.setups if s in ("pristine", "patched")]
+        configs = [a for s in self.setups if s not in builds for a in ("--config", s)]
+        return [harness("bench", "--variant", v, "--out", str(out / self.out.format(variant=v)),
+                        *(["--model", self.model.format(variant=v)] if self.model else []),
+                        *(["--mtp"] if self.mtp else []), "--builds", *builds, *configs,
+                        "--workloads", *(knob(self.workloads_knob, " ".join(self.workloads)) if self.workloads_knob
+                                         else self.workloads),
+                        "--", *(self.flags if flags is None else flags))
+                for v in variants or self.variants]
+
+
+def named(catalog: dict[str, str], names: list[str], experiment: str) -> tuple[str, ...]:
+    unknown = [n for n in names if n not in catalog]
+    if unknown:
+        raise SystemExit(f"run: {experiment}: unknown setup {', '.join(unknown)} (one of {', '.join(catalog)})")
+    return tuple(f"{n}=patched {catalog[n]}".strip() for n in names)
+
+
+# The fused kernels' kill switches (0030: the PLE tail; 0040: the MoE norms).
+KERNELS_OFF = "SGLANG_OPT_USE_FUSED_GEMMA4_PLE_TAIL=0 SGLANG_OPT_USE_FUSED_GEMMA4_MOE_NORMS=0"
+TP2_SETUPS = {"fused": "", "unfused": "--enforce-disable-flashinfer-allreduce-fusion",
+              "no-custom-ar": "--disable-custom-all-reduce"}  # 0003's JIT all-reduce off
+SWA_SETUPS = {
+    "r0.8": "--swa-full-tokens-ratio 0.8", "r0.15": "--swa-full-tokens-ratio 0.15",
+    "r0.8-leaf": "SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW=1 --swa-full-tokens-ratio 0.8",
+    "r0.15-leaf": "SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW=1 --swa-full-tokens-ratio 0.15",
+    "r0.8-noradix": "--swa-full-tokens-ratio 0.8 --disable-radix-cache",
+    "r0.15-noradix": "--swa-full-tokens-ratio 0.15 --disable-radix-cache",
+}
+DECODE_ONLY = presets.BENCH_GRAPHS_DECODE_ONLY
+MM_FLAGS = ("--load-format", "dummy", "--enable-multimodal",
+            # on Hopper the vision tower's attention defaults to FA3, whose 1 GB library the bundle leaves
+            # out of sgl_kernel (ImportError at the first image): triton_attn, as 0090's GPU test uses
+            "--mm-attention-backend", "triton_attn", "--cuda-graph-max-bs-decode", "16",
+            "--cuda-graph-backend-prefill", "disabled")
+# the third mm-ab setup turns off the other patches that change an E2B/E4B image prompt's time (YOCO's
+# prefill, the PLE tail's decode), leaving mostly 0090's batched encoder against pristine
+MM_SETUPS = ("pristine", "patched", "patched-no-yoco-ple=patched SGLANG_GEMMA4_YOCO=0 SGLANG_OPT_USE_FUSED_GEMMA4_PLE_TAIL=0")
+
+
+def mtp(choice, out):
+    """the MTP preset: 26B-A4B-shaped target + assistant draft, full size, dummy weights (pristine, may fail; then patched)"""
+    variants = choice or ["26b-a4b"]
+    return [harness("smoke", "--out", str(out / "mtp"), "--build", build, "--mtp", "--variants", *variants, "--",
+                    *presets.SMALL_GRAPHS, may_fail=build == "pristine") for build in ("pristine", "patched")]
+
+
+def routing(choice, out):
+    """the Gemma-4 routing kernel vs the torch routing ops, CUDA-graph replayed, T = 1..512 (patched build)"""
+    return [harness("bench_gemma4_routing", "--out", str(out / "routing"), build="patched")]
+
+
+def kernels(choice, out):
+    """the fused kernels (0030, 0040) off vs on, patched build: batch-1 decode and chat ($KERNEL_WORKLOADS);
+    $KERNELS_OFF replaces the kill switches of the "unfused" side; $KERNEL_FLAGS the server flags"""
+    off = " ".join(knob("KERNELS_OFF", KERNELS_OFF))
+    flags = tuple(knob("KERNEL_FLAGS", " ".join(presets.DECODE_GRAPHS)))
+    return Comparison("kernels-{variant}", (f"unfused=patched {off}", "fused=patched"), ("batch1", "chat"),
+                      "KERNEL_WORKLOADS").steps(out, choice, flags=flags)
+
+
+def profile(choice, out):
+    """one decode step at batch 1, 4, 16, 64 ($PROFILE_BATCH_SIZES): graph step time and per-kernel attribution,
+    pristine then patched ($PROFILE_BUILDS); $PROFILE_ENV (KEY=VALUE ...) adds a patched run with that environment"""
+    batches = ["--batch-sizes", *knob("PROFILE_BATCH_SIZES", "")] if os.environ.get("PROFILE_BATCH_SIZES") else []
+    steps = []
+    for v in choice or ["26b-a4b"]:
+        steps += [harness("profile", "--variant", v, "--out", str(out / "profile"), "--build", b, *batches)
+                  for b in knob("PROFILE_BUILDS", "pristine patched")]
+        if os.environ.get("PROFILE_ENV"):
+            steps.append(harness("profile", "--variant", v, "--out", str(out / "profile"), "--build", "patched",
+                                 "--label", "patched-env", "--env", *knob("PROFILE_ENV", ""), *batches))
+    return steps
+
+
+def step_trace(choice, out):
+    """one request decoding, torch profiler over 60 scheduler steps: pristine then patched, or the setups in
+    $TRACE_SETUPS ('NAME=BUILD [KEY=VALUE ...]', ';' between them)"""
+    specs = [s.strip() for s in os.environ.get("TRACE_SETUPS", "").split(";") if s.strip()]
+    setups = ["--builds", *([] if specs else ["pristine", "patched"]), *[a for s in specs for a in ("--config", s)]]
+    return [harness("step_trace", "--variant", v, "--out", str(out / f"step-trace-{v}"), *setups)
+            for v in choice or ["26b-a4b"]]
+
+
+def memory(choice, out):
+    """weight memory and KV pool per build, model runner only: the conditional class at --mem-fraction-static
+    0.85 (default 31b,e4b), then dense causal 31B with sglang's own memory settings (patch 0011's defaults)"""
+    return [harness("memory", "--out", str(out / "memory"), "--variants", *(choice or ["31b", "e4b"]), "--archs",
+                    "conditional", "--memory", "explicit"),
+            harness("memory", "--out", str(out / "memory"), "--variants", "31b", "--archs", "causal", "--memory", "auto")]
+
+
+def tp2_parity(choice, out):
+    """tensor parallel 2, patched build, reduced-layer 31B vs transformers: FlashInfer's allreduce + RMSNorm
+    fusion on and off (sglang serves TP unfused, with only a warning, when flashinfer.comm does not import)"""
+    check = Step(("python3", "-c", "import flashinfer.comm"), build="patched", report=out / "flashinfer-comm.txt")
+    return [check] + [harness("parity", "--variants", *(choice or ["31b"]), "--builds", "patched", "--out",
+                              str(out / f"tp2-parity-{mode}"), "--server-flags",
+                              shlex.join(["--tp-size", "2", *TP2_SETUPS[mode].split()]))
+                      for mode in ("fused", "unfused")]
+
+
+def tp2_ab(choice, out):
+    """tensor parallel 2, full 31B shape, patched build: setups fused, unfused (no allreduce fusion), no-custom-ar
+    (0003's JIT all-reduce off); CHOICE picks setups (default fused,unfused); $TP2_WORKLOADS"""
+    setups = named(TP2_SETUPS, choice or ["fused", "unfused"], "tp2-ab")
+    return Comparison("tp2-ab", setups, ("chat",), "TP2_WORKLOADS", ("--tp-size", "2", *DECODE_ONLY),
+                      ("31b",)).steps(out)
+
+
+def mtp_fill(choice, out):
+    """the MTP preset (26B-A4B + draft, patched) under summarization 8000/1000 x 80, which fills the SWA pool, and
+    chat: MTP off then on ($MTP_SETUPS picks the sides, $MTP_WORKLOADS the workloads, $MTP_ENV adds KEY=VALUE)"""
+    env = " ".join(knob("MTP_ENV", ""))
+    steps = []
+    for side in knob("MTP_SETUPS", "off on"):
+        steps += Comparison("mtp-fill", (f"mtp-{side}=patched {env}".strip(),), ("summarization-80", "chat"),
+                            "MTP_WORKLOADS", DECODE_ONLY, mtp=side == "on").steps(out)
+    return steps + [harness("bench", "--variant", "26b-a4b", "--out", str(out / "mtp-fill"), "--summarize-only")]
+
+
+def yoco(choice, out):
+    """patch 0080 (on by default): E2B/E4B parity vs transformers with SGLANG_GEMMA4_YOCO=1 (graphs off), whole and
+    in 256-token chunks, then off vs on with the radix cache and prefill graphs off ($YOCO_WORKLOADS)"""
+    steps = []
+    for v in choice or ["e2b", "e4b"]:
+        parity = ("--variants", v, "--builds", "patched-eager", "--patched-env", "SGLANG_GEMMA4_YOCO=1")
+        steps += [harness("parity", *parity, "--out", str(out / "yoco-parity")),
+                  # 256-token chunks: later chunks extend a cached prefix, as a radix-cache hit does
+                  harness("parity", *parity, "--server-flags", "--chunked-prefill-size 256", "--out",
+                          str(out / "yoco-parity-chunked"))]
+        steps += Comparison("yoco-{variant}", ("off=patched SGLANG_GEMMA4_YOCO=0", "on=patched SGLANG_GEMMA4_YOCO=1"),
+                            ("long-prefill", "decode-burst"), "YOCO_WORKLOADS",
+                            ("--disable-radix-cache", "--cuda-graph-backend-prefill", "disabled",
+                             *presets.DECODE_GRAPHS), (v,)).steps(out)
+    return steps
+
+
+def moe_tune(choice, out):
+    """the fused-MoE kernel configs for 26B-A4B on this GPU (tune_gemma4_moe, $MOE_TUNE_ARGS), then batch-1 and chat
+    with sglang's shipped configs vs the tuned file (SGLANG_MOE_CONFIG_DIR), patched build"""
+    tuned = out / "moe-tune"
+    return [harness("tune_gemma4_moe", "--out", str(tuned), *knob("MOE_TUNE_ARGS", ""), build="patched"),
+            *Comparison("moe-ab", ("shipped=patched", f"tuned=patched SGLANG_MOE_CONFIG_DIR={tuned}"),
+                        ("batch1", "chat"), None, DECODE_ONLY).steps(out)]
+
+
+COLDSTARTS = {"cold-pristine": ("pristine", "0"), "cold-no-prebuild": ("patched", "0"), "cold": ("patched", "1"),
+              "warm": ("patched", "1")}
+
+
+def coldstart(choice, out):
+    """server starts with the preset's own capture sizes ($COLDSTART_FLAGS adds flags); $COLDSTART_STARTS picks and
+    orders them (default cold-no-prebuild cold warm; also cold-pristine): a cold start empties every compile cache
+    first (under /tmp, so a warm start may follow in the next call); then what the last start compiled and the
+    start-time breakdown"""
+    steps = []
+    for v in choice or ["26b-a4b"]:
+        caches = Path(f"/tmp/sglang-gemma4-compile-caches-{v}")
+        logs = []
+        for start in knob("COLDSTART_STARTS", "cold-no-prebuild cold warm"):
+            if start not in COLDSTARTS:
+                raise SystemExit(f"run: coldstart: unknown start {start} (one of {', '.join(COLDSTARTS)})")
+            build, prebuild = COLDSTARTS[start]
+            env = {"SGLANG_GEMMA4_PREBUILD": prebuild, "TRITON_CACHE_DIR": f"{caches}/triton",
+                   "TVM_FFI_CACHE_DIR": f"{caches}/tvm-ffi", "FLASHINFER_WORKSPACE_BASE": f"{caches}/flashinfer",
+                   "TORCHINDUCTOR_CACHE_DIR": f"{caches}/inductor"}
+            steps.append(harness("smoke", "--out", str(out / f"coldstart-{start}"), "--build", build, "--variants", v,
+                                 "--", *knob("COLDSTART_FLAGS", ""), env=env,
+                                 empty_first=None if start == "warm" else caches))
+            logs.append(str(out / f"coldstart-{start}" / f"{v}-{build}.log"))
+        steps += [harness("compile_caches", str(caches), "--markdown", report=out / f"compiles-{v}.md"),
+                  harness("start_times", *logs, "--markdown", report=out / f"start-times-{v}.md")]
+    return steps
+
+
+def tiles(choice, out):
+    """the Triton extend-attention kernel on Gemma-4 shapes: a grid of tiles vs the shipped one ($TILE_CASES)"""
+    cases = ["--cases", *knob("TILE_CASES", "")] if os.environ.get("TILE_CASES") else []
+    return [harness("bench_extend_attention_tiles", "--out", str(out / "tiles"), *cases, build="pristine")]
+
+
+def decode_tiles(choice, out):
+    """the Triton decode attention (stage 1's tile, the KV-split cap) on Gemma-4 shapes vs the shipped launch"""
+    return [harness("bench_decode_attention_tiles", "--out", str(out / "decode-tiles"), build="pristine")]
+
+
+def opt_in_ab(choice, out):
+    """the patched build as it is ("off"), then with each switch of $OPT_IN alone (KEY=VALUE, or a --server-flag):
+    batch-1 decode and chat ($OPT_IN_WORKLOADS)"""
+    switches = os.environ.get("OPT_IN", "").split()
+    if not switches:
+        raise SystemExit("run: opt-in-ab needs OPT_IN: KEY=VALUE or --server-flag ...")
+    setups = ("off=patched", *[f"{s.split('=')[0].removeprefix('--')}=patched {s}" for s in switches])
+    return Comparison("opt-in-ab-{variant}", setups, ("batch1", "chat"), "OPT_IN_WORKLOADS").steps(out, choice)
+
+
+def tiles_ab(choice, out):
+    """patch 0100 (Hopper extend-attention tiles) off vs on, patched build, full 26B-A4B: MTP off and/or on
+    (CHOICE: off,on); $TILES_AB_WORKLOADS"""
+    steps = []
+    for side in choice or ["off", "on"]:
+        steps += Comparison("tiles-ab", (f"generic-mtp-{side}=patched SGLANG_OPT_HOPPER_EXTEND_ATTENTION_TILES=0",
+                                         f"tiles-mtp-{side}=patched"), ("summarization",), "TILES_AB_WORKLOADS",
+                            DECODE_ONLY, mtp=side == "on").steps(out)
+    return steps
+
+
+def mm_ab(choice, out):
+    """pristine vs patched serving images (0090's batched vision encoder): a config-only conditional checkpoint with
+    its processor (default e2b), dummy weights, $MM_WORKLOADS; a third setup leaves mostly 0090 against pristine"""
+    steps = []
+    for v in choice or ["e2b"]:
+        model = REPO / "checkpoints" / f"{v}-conditional"
+        steps += [Step(("python3", "-m", "sglang_gemma4", "checkpoint", "--variant", v, "--arch", "conditional",
+                        "--weights", "none", "--out", str(model)), unless_exists=model / "processor_config.json"),
+                  *Comparison("mm-ab-{variant}", MM_SETUPS, ("images-6",), "MM_WORKLOADS", MM_FLAGS, (v,),
+                              model=str(model)).steps(out)]
+    return steps
+
+
+def swa(choice, out):
+    """the SWA pool study on the full 26B-A4B shape, patched build: summarization 8000/1000 x 80 and chat per setup
+    (CHOICE, default r0.8,r0.15; -leaf adds the leaf-lock release, -noradix --disable-radix-cache); $SWA_WORKLOADS"""
+    setups = named(SWA_SETUPS, choice or ["r0.8", "r0.15"], "swa")
+    return Comparison("swa", setups, ("summarization-80", "chat"), "SWA_WORKLOADS", DECODE_ONLY).steps(out)
+
+
+def baseline(choice, out):
+    """pristine sglang: chat, summarization 8000/1000 and batch-1 decode (graphs for the workloads' concurrency, 32)"""
+    return Comparison("baseline-{variant}", ("pristine",), ("chat", "summarization", "batch1"), None).steps(out, choice)
+
+
+EXPERIMENTS = {"mtp": mtp, "routing": routing, "kernels": kernels, "profile": profile, "step-trace": step_trace,
+               "memory": memory, "tp2-parity": tp2_parity, "tp2-ab": tp2_ab, "mtp-fill": mtp_fill, "yoco": yoco,
+               "moe-tune": moe_tune, "coldstart": coldstart, "tiles": tiles, "decode-tiles": decode_tiles,
+               "opt-in-ab": opt_in_ab, "tiles-ab": tiles_ab, "mm-ab": mm_ab, "swa": swa, "baseline": baseline}
+
+
+def expand(stage: str, out: Path) -> list[Step]:
+    """STAGE[:CHOICE,...] as its steps."""
+    name, _, choice = stage.partition(":")
+    if name not in EXPERIMENTS:
+        raise SystemExit(f"run: unknown experiment {name} (one of {', '.join(EXPERIMENTS)})")
+    return EXPERIMENTS[name]([c for c in choice.split(",") if c], out)
+
+
+def command(step: Step) -> list[str]:
+    """What runs: the step's argv, inside its build's environment where it names one."""
+    return in_build(step.build, list(step.argv), harness=True) if step.build else list(step.argv)
+
+
+def dry_run(step: Step) -> bool:
+    print(describe(step.build or "harness", step.env, list(step.argv)), flush=True)
+    if step.module in DRY_RUNS:  # the servers it would start
+        argv = [sys.executable, "-m", step.module, "--dry-run", *step.argv[3:]]
+        return subprocess.run(argv, env={**os.environ, **step.env}).returncode == 0
+    return True
+
+
+def run(step: Step) -> bool:
+    if step.unless_exists and step.unless_exists.exists():
+        return True
+    if step.empty_first:
+        shutil.rmtree(step.empty_first, ignore_errors=True)
+    done = subprocess.run(command(step), env={**os.environ, **step.env}, cwd=REPO, text=True,
+                          stdout=subprocess.PIPE if step.report else None, stderr=subprocess.STDOUT if step.report else None)
+    if step.report:
+        step.report.write_text(done.stdout)
+        print(done.stdout, end="", flush=True)
+    if done.returncode and not step.may_fail:
+        print(f"run: failed ({done.returncode}): {shlex.join(command(step))}", file=sys.stderr, flush=True)
+    return done.returncode == 0 or step.may_fail
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("stage", nargs="?", metavar="STAGE[:CHOICE,...]")
+    parser.add_argument("--out", type=Path, default=Path("gpu-results"))
+    parser.add_argument("--dry-run", action="store_true", help="print the commands (and the servers they start)")
+    parser.add_argument("--list", action="store_true", help="the experiments and what each runs")
+    args = parser.parse_args(argv)
+    if args.list or not args.stage:
+        for name, experiment in EXPERIMENTS.items():
+            print(f"{name:<13}{' '.join(experiment.__doc__.split())}")
+        return 0
+    steps = expand(args.stage, args.out.resolve())
+    ok = True
+    for step in steps:  # a failing step is reported, and the next one still runs
+        ok &= dry_run(step) if args.dry_run else run(step)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

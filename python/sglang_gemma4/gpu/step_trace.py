@@ -1,0 +1,164 @@
+"""Where a served decode step's time goes: on the GPU, or waiting for the scheduler (issue #10).
+
+    python -m sglang_gemma4.gpu.step_trace --variant 26b-a4b --out DIR [--builds pristine patched]
+        [--config 'NAME=BUILD [KEY=VALUE ...] [flags]' ...] [--steps 60] [-- server flags for every setup]
+
+For each setup (a plain build, or a named variation of one as in harness.bench): start the server
+(launch preset, dummy weights), stream one greedy request (128 prompt tokens, 2000 output tokens)
+and, once it has decoded 256 tokens (the same context length for every setup: decode attention's
+cost moves with it), record `--steps` scheduler steps with the torch profiler through the server's
+/start_profile (GPU activity only: kernels and CUDA API calls, so that the profiler adds little to
+the scheduler's own CPU time; it still slows CUDA calls, so periods read longer than the TPOT).
+From the trace, per decode step (one CUDA-graph replay to the next on the GPU): the period, the
+graph's span on the GPU, the kernel time outside the graph (sampling, metadata) and the GPU's idle
+time. Idle time well above zero means the step waits on the CPU, not on the GPU: kernels cannot
+shorten it.
+Writes DIR/<variant>-<setup>-steps.jsonl (a row per step) and DIR/step-trace.md (medians per setup).
+"""
+
+import argparse
+import gzip
+import json
+import statistics
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+from sglang_gemma4.gpu.bench import Setup, add_setup_arguments, chosen_setups
+from sglang_gemma4.gpu.server import Server, http_json
+
+PROMPT_LEN, OUTPUT_LEN, TRACE_AFTER = 128, 2000, 256
+GPU_EVENTS = ("kernel", "gpu_memset", "gpu_memcpy")
+
+
+def union_us(intervals: list[tuple[float, float]]) -> float:
+    """Total length of the union of (start, end) intervals."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(intervals):
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
+
+
+def decode_steps(events: list[dict]) -> list[dict]:
+    """A row per CUDA-graph replay that has a next one (us): period to the next replay's first
+    kernel, the replay's span and busy time, and what the GPU did before the next replay."""
+    launches = {e["args"]["correlation"] for e in events
+                if e.get("ph") == "X" and e.get("name", "").startswith("cudaGraphLaunch")}
+    spans, others = {}, []
+    for e in events:
+        if e.get("ph") != "X" or e.get("cat") not in GPU_EVENTS:
+            continue
+        interval = (e["ts"], e["ts"] + e["dur"])
+        correlation = e.get("args", {}).get("correlation")
+        if correlation in launches:
+            spans.setdefault(correlation, []).append(interval)
+        else:
+            others.append(interval)
+    graphs = sorted(spans.values(), key=lambda intervals: min(intervals))
+    rows = []
+    for this, following in zip(graphs, graphs[1:]):
+        start, end, next_start = min(s for s, _ in this), max(e for _, e in this), min(s for s, _ in following)
+        between = [(max(s, end), min(e, next_start)) for s, e in others if e > end and s < next_start]
+        outside = union_us(between)
+        rows.append({"period_us": next_start - start, "graph_span_us": end - start, "graph_busy_us": union_us(this),
+                     "graph_kernels": len(this), "outside_graph_busy_us": outside,
+                     "idle_us": next_start - end - outside})
+    return rows
+
+
+def summarize(rows_by_setup: dict[str, list[dict]]) -> str:
+    keys = ("period_us", "graph_span_us", "graph_busy_us", "outside_graph_busy_us", "idle_us")
+    lines = ["| setup | steps | " + " | ".join(f"median {k[:-3].replace('_', ' ')} (us)" for k in keys) + " |",
+             "|---|---|" + "---|" * len(keys)]
+    for setup, rows in rows_by_setup.items():
+        medians = [statistics.median(r[k] for r in rows) if rows else float("nan") for k in keys]
+        lines.append(f"| {setup} | {len(rows)} | " + " | ".join(f"{m:.1f}" for m in medians) + " |")
+    return "\n".join(lines)
+
+
+def stream_tokens(url: str, request: dict, count: int, decoded: threading.Event) -> None:
+    """Stream the request to its end; set `decoded` once `count` chunks (one a decode step) came."""
+    data = json.dumps(request).encode()
+    http = urllib.request.Request(url + "/generate", data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(http, timeout=600) as response:
+        for chunks, _ in enumerate(line for line in response if line.startswith(b"data:")):
+            if chunks + 1 >= count:
+                decoded.set()
+    decoded.set()  # a short stream must not leave the waiter to its timeout
+
+
+def written_trace(trace_dir: Path, timeout: float) -> Path | None:
+    """The profiler's trace once its size has held for 3 s (it is written after the last step)."""
+    deadline, last = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        traces = sorted(trace_dir.glob("*.trace.json.gz"))
+        size = traces[-1].stat().st_size if traces else None
+        if size and size == last:
+            return traces[-1]
+        last = size
+        time.sleep(3)
+    return None
+
+
+def server_for(variant: str, setup: Setup, flags: list[str], out: Path) -> Server:
+    return Server(variant, setup.build, out / f"{variant}-{setup.name}.server.log", extra=[*flags, *setup.flags],
+                  env=setup.env)
+
+
+def trace_one(variant: str, setup: Setup, steps: int, flags: list[str], out: Path) -> list[dict]:
+    name = f"{variant}/{setup.name}"
+    trace_dir = out / f"{variant}-{setup.name}-trace"
+    with server_for(variant, setup, flags, out) as server:
+        request = {"input_ids": [1000 + i for i in range(PROMPT_LEN)], "stream": True,
+                   "sampling_params": {"max_new_tokens": OUTPUT_LEN, "ignore_eos": True, "temperature": 0}}
+        decoded = threading.Event()
+        done = threading.Thread(target=stream_tokens, args=(server.url, request, TRACE_AFTER, decoded))
+        done.start()
+        if not decoded.wait(300):
+            raise RuntimeError(f"{name}: the request did not decode {TRACE_AFTER} tokens in 300 s")
+        status, body = http_json("POST", server.url + "/start_profile", {
+            "output_dir": str(trace_dir), "num_steps": steps, "activities": ["GPU"], "record_shapes": False})
+        if status != 200:
+            raise RuntimeError(f"{name}: /start_profile answered {status}: {body[:300]}")
+        done.join()
+        trace = written_trace(trace_dir, timeout=300)
+    if trace is None:
+        raise RuntimeError(f"{name}: no trace under {trace_dir}")
+    with gzip.open(trace, "rt") as f:
+        rows = decode_steps(json.load(f)["traceEvents"])
+    if not rows:
+        raise RuntimeError(f"{name}: no CUDA-graph replays matched in {trace}")
+    with open(out / f"{variant}-{setup.name}-steps.jsonl", "w") as f:
+        f.writelines(json.dumps(row) + "\n" for row in rows)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--variant", default="26b-a4b", choices=["e2b", "e4b", "26b-a4b", "31b"])
+    parser.add_argument("--out", required=True)
+    add_setup_arguments(parser)
+    parser.add_argument("--steps", type=int, default=60, help="scheduler steps recorded per setup")
+    parser.add_argument("--dry-run", action="store_true", help="print each server's command line instead of running")
+    parser.add_argument("flags", nargs="*", help="launch_server flags for every setup, after --")
+    args = parser.parse_args()
+    out = Path(args.out)
+    if args.dry_run:
+        for setup in chosen_setups(args):
+            print(server_for(args.variant, setup, args.flags, out).describe())
+        return 0
+    out.mkdir(parents=True, exist_ok=True)
+    rows = {}
+    for setup in chosen_setups(args):  # the table so far after each, so a run cut short keeps what it traced
+        rows[setup.name] = trace_one(args.variant, setup, args.steps, args.flags, out)
+        table = f"# {args.variant}: one request decoding, {args.steps} steps traced per setup\n\n{summarize(rows)}\n"
+        (out / "step-trace.md").write_text(table)
+        print(table, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,67 @@
+"""patches/series: the ordered list of patch files (quilt format; `#` starts a comment)."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from sglang_gemma4.stack.errors import StackError
+from sglang_gemma4.stack.patchfile import SERIES_NAME, PatchFile
+
+
+def read_names(series_file: Path) -> list[str]:
+    if not series_file.is_file():
+        raise StackError(f"{series_file}: missing")
+    names = []
+    for line in series_file.read_text().splitlines():
+        entry = line.split("#", 1)[0].strip()
+        if entry:
+            names.append(entry)
+    return names
+
+
+@dataclass(frozen=True)
+class Series:
+    patches_dir: Path
+    names: tuple[str, ...]
+
+    @classmethod
+    def load(cls, patches_dir: Path) -> "Series":
+        return cls(patches_dir, tuple(read_names(patches_dir / "series")))
+
+    def problems(self) -> list[str]:
+        """Every way the series and the patches folder disagree (empty when consistent)."""
+        problems = []
+        seen: set[str] = set()
+        last_number = -1
+        for name in self.names:
+            match = SERIES_NAME.match(name)
+            if not match:
+                problems.append(f"series: {name!r} is not named NNNN-slug.patch (lower-case slug)")
+            elif int(match.group(1)) <= last_number:
+                problems.append(f"series: {name} is out of numeric order (numbers must increase)")
+            else:
+                last_number = int(match.group(1))
+            if name in seen:
+                problems.append(f"series: {name} is listed twice")
+            seen.add(name)
+            if not (self.patches_dir / name).is_file():
+                problems.append(f"series: {name} is listed but patches/{name} does not exist")
+        for path in sorted(self.patches_dir.glob("*.patch")):
+            if path.name not in seen:
+                problems.append(f"patches/{path.name} is not listed in patches/series")
+        return problems
+
+    def check(self) -> None:
+        problems = self.problems()
+        if problems:
+            raise StackError("inconsistent series:\n  " + "\n  ".join(problems))
+
+    def patches(self) -> list[PatchFile]:
+        self.check()
+        return [PatchFile.read(self.patches_dir / name) for name in self.names]
+
+    def append(self, name: str) -> None:
+        series_file = self.patches_dir / "series"
+        text = series_file.read_text()
+        if text and not text.endswith("\n"):
+            text += "\n"
+        series_file.write_text(text + name + "\n")

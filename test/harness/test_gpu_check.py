@@ -1,0 +1,118 @@
+"""scripts/gpu/check.sh expanded, without a GPU: every stage (the gates it keeps and the experiments
+of gpu/run.py) run with DRY_RUN=1 prints its commands and the sglang servers (and bench_one_batch
+runs) they would start. Each of those parses with the pinned sglang's own argument parser, each
+sglang switch set in their environment is one the patched tree reads, and each module of this
+package they run imports against the patched tree and accepts its arguments."""
+
+import functools
+import importlib
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sglang_gemma4.gpu import run
+from sglang_server_args import parse_server_args
+from patched_tree import TREE
+
+REPO = Path(__file__).resolve().parents[2]
+CHECK = REPO / "scripts" / "gpu" / "check.sh"
+GATES = ["smoke", "bad-input", "fuzz", "gpu-tests", "serve", "parity", "repro", "ab"]
+# knobs an experiment needs, and choices that reach every named setup
+KNOBS = {"OPT_IN": "SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0 --enable-fused-moe-sum-all-reduce",
+         "PROFILE_ENV": "SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0", "TRACE_SETUPS": "a=patched; b=pristine",
+         "COLDSTART_STARTS": " ".join(run.COLDSTARTS)}
+CHOICES = {"tp2-ab": ",".join(run.TP2_SETUPS), "swa": ",".join(run.SWA_SETUPS)}
+
+
+@functools.cache
+def expanded() -> str:
+    stages = [f"{s}:{CHOICES[s]}" if s in CHOICES else s for s in GATES + list(run.EXPERIMENTS)]
+    env = {**os.environ, **KNOBS, "DRY_RUN": "1", "OUT": "/tmp/gpu-results",
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    done = subprocess.run(["bash", str(CHECK), *stages], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def commands(kind: str) -> list[tuple[str, dict, list[str]]]:
+    """(build, environment, argv) of each printed command whose argv runs module `kind`."""
+    found = []
+    for line in expanded().splitlines():
+        build, sep, rest = line.partition(": ")
+        if not sep or not re.fullmatch(r"pristine|patched|harness", build):
+            continue
+        words = shlex.split(rest)
+        env = {}
+        if words[0] == "env":
+            words = words[1:]
+            while "=" in words[0]:
+                key, _, value = words.pop(0).partition("=")
+                env[key] = value
+        if words[1:3] == ["-m", kind] or (kind.endswith(".") and words[1] == "-m" and words[2].startswith(kind)):
+            found.append((build, env, words))
+    return found
+
+
+def test_every_stage_of_check_sh_is_a_gate_or_an_experiment():
+    script = CHECK.read_text()
+    arms = re.findall(r"^    ([a-z][a-z0-9-]*)\)", script, flags=re.M)
+    assert arms == GATES
+    header = script.split("set -euo pipefail")[0]
+    assert all(name in header for name in [*GATES, *run.EXPERIMENTS])
+
+
+def test_every_server_parses_with_sglangs_own_arguments():
+    servers = commands("sglang.launch_server")
+    assert len(servers) > 60  # every stage's servers, not a few
+    for build, env, argv in servers:
+        parsed = parse_server_args(argv[3:])
+        assert parsed.attention_backend == "triton", argv  # the preset is under every server
+        assert build in ("pristine", "patched")
+
+
+def test_every_bench_one_batch_run_parses_with_sglangs_own_arguments():
+    runs = commands("sglang.bench_one_batch")
+    assert {"--profile" in argv for _, _, argv in runs} == {True, False}  # profile's two kinds, memory's
+    for _, _, argv in runs:
+        parse_server_args(argv[3:], bench_one_batch=True)
+
+
+def test_every_switch_a_server_is_given_is_read_by_the_patched_tree():
+    switches = {key for kind in ("sglang.launch_server", "sglang.bench_one_batch", "sglang_gemma4.")
+                for _, env, _ in commands(kind) for key in env if key.startswith("SGLANG_OPT") or key == "SGLANG_GEMMA4_YOCO"}
+    assert "SGLANG_OPT_HOPPER_EXTEND_ATTENTION_TILES" in switches
+    source = "\n".join(p.read_text(errors="replace") for p in (TREE / "python" / "sglang").rglob("*.py"))
+    assert sorted(s for s in switches if s not in source) == []
+
+
+def test_every_module_of_this_package_imports_and_accepts_its_arguments():
+    runs = commands("sglang_gemma4.")
+    modules = {argv[2] for _, _, argv in runs}
+    assert {"sglang_gemma4.gpu.bench", "sglang_gemma4.gpu.tune_gemma4_moe", "sglang_gemma4.gpu.start_times"} <= modules
+    for _, _, argv in runs:
+        if argv[2] in run.DRY_RUNS or argv[2] == "sglang_gemma4":
+            continue  # parsed when they printed their servers; the CLI has its own tests
+        module = importlib.import_module(argv[2])  # sglang's modules from the patched tree
+        module.parser().parse_args(argv[3:])
+
+
+def test_a_bad_flag_in_an_experiment_fails_the_expansion(tmp_path, monkeypatch):
+    monkeypatch.setattr(run, "DECODE_ONLY", ("--cuda-graph-max-batch", "32"))
+    (bench,) = [s for s in run.expand("swa:r0.8", tmp_path) if s.module == "sglang_gemma4.gpu.bench"]
+    done = subprocess.run([sys.executable, "-m", bench.module, "--dry-run", *bench.argv[3:]], capture_output=True,
+                          text=True, timeout=120)
+    (line,) = done.stdout.splitlines()
+    with pytest.raises(AssertionError, match="cuda-graph-max-batch"):
+        parse_server_args(shlex.split(line.partition(": ")[2])[3:])
+
+
+def test_unknown_experiments_and_setups_are_refused(tmp_path):
+    for stage, message in (("no-such", "unknown experiment"), ("swa:r0.9", "unknown setup r0.9"),
+                           ("tp2-ab:fast", "unknown setup fast")):
+        with pytest.raises(SystemExit, match=message):
+            run.expand(stage, tmp_path)

@@ -1,0 +1,116 @@
+"""The launch presets (gpu/presets.py) and the launcher behind scripts/launch_gemma4.sh: every flag
+parses with the pinned sglang's own server arguments; the prebuild runs first, for the served
+checkpoint and TP size, and can be skipped; a failed prebuild still starts the server; the MoE
+variant gets sglang's fused MoE sum, in serving and in the profiler alike; a harness server is
+started from an argument list, never a shell string."""
+
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sglang_gemma4.gpu import launch, presets, profile, server
+from sglang_gemma4.gpu.server import Server
+from sglang_server_args import parse_server_args
+
+REPO = Path(__file__).resolve().parents[2]
+EXTRA_SETS = [presets.NO_GRAPHS, presets.SMALL_GRAPHS, presets.PARITY_GRAPHS, presets.BENCH_GRAPHS,
+              presets.BENCH_GRAPHS_DECODE_ONLY]
+
+
+def dry_run(*argv: str) -> list[list[str]]:
+    args = launch.parse(["--dry-run", *argv])
+    return [c for c in launch.commands(args) if c]
+
+
+@pytest.mark.parametrize("variant", list(presets.PRESETS))
+def test_every_preset_parses_with_sglangs_server_arguments(variant):
+    for mtp in (False, True):
+        for extra in [(), *EXTRA_SETS]:
+            args = presets.server_args(variant, "/ckpt", tp=2, dummy_weights=True, draft="/draft" if mtp else None,
+                                       api_key="k")
+            parsed = parse_server_args([*args, *extra])
+            assert parsed.model_path == "/ckpt" and parsed.tp_size == 2 and parsed.load_format == "dummy"
+            assert parsed.attention_backend == "triton" and parsed.grammar_backend == "none"
+            assert (parsed.speculative_algorithm == "NEXTN") is mtp
+            assert parsed.enable_fused_moe_sum_all_reduce is (variant == "26b-a4b")
+
+
+def test_a_flag_sglang_does_not_know_fails_the_parse():
+    with pytest.raises(AssertionError, match="--cuda-graph-max-batch"):
+        parse_server_args(["--model-path", "/ckpt", "--cuda-graph-max-batch", "8"])
+    with pytest.raises(AssertionError, match="invalid choice"):
+        parse_server_args(["--model-path", "/ckpt", "--attention-backend", "no-such-backend"])
+
+
+def test_prebuild_runs_first_for_the_served_checkpoint_and_tp(tmp_path):
+    prebuild, serve = dry_run("31b", "--model", str(tmp_path / "ckpt"), "--tp", "2")
+    assert prebuild[1:] == ["-m", "sglang_gemma4.gpu.prebuild", "--model", str(tmp_path / "ckpt"), "--tp", "2"]
+    assert serve[1:3] == ["-m", "sglang.launch_server"] and serve[serve.index("--tp-size") + 1] == "2"
+
+
+def test_no_prebuild_by_flag_or_environment(tmp_path, monkeypatch):
+    assert [c[2] for c in dry_run("31b", "--model", "m", "--no-prebuild")] == ["sglang.launch_server"]
+    monkeypatch.setenv("SGLANG_GEMMA4_PREBUILD", "0")
+    assert [c[2] for c in dry_run("31b", "--model", "m")] == ["sglang.launch_server"]
+
+
+def test_a_failed_prebuild_still_starts_the_server(monkeypatch, capsys):
+    ran, execs = [], []
+    monkeypatch.setattr(launch.subprocess, "run", lambda argv: ran.append(argv) or subprocess.CompletedProcess(argv, 1))
+    monkeypatch.setattr(launch.os, "execv", lambda path, argv: execs.append(argv))
+    launch.main(["e2b", "--model", "m"])
+    assert [c[2] for c in ran + execs] == ["sglang_gemma4.gpu.prebuild", "sglang.launch_server"]
+    assert "prebuild incomplete" in capsys.readouterr().err
+
+
+def test_extra_flags_come_last_and_mtp_needs_a_draft_with_a_model():
+    (serve,) = dry_run("26b-a4b", "--model", "m", "--draft", "d", "--mtp", "--no-prebuild", "--",
+                       "--cuda-graph-max-bs-decode", "8")
+    assert serve[-2:] == ["--cuda-graph-max-bs-decode", "8"] and "d" in serve
+    with pytest.raises(SystemExit, match="--draft"):
+        dry_run("26b-a4b", "--model", "m", "--mtp")
+
+
+def test_fused_moe_sum_for_the_moe_variant_only_as_the_profiler_runs_it(tmp_path):
+    for variant in presets.PRESETS:
+        (serve,) = dry_run(variant, "--model", "m", "--no-prebuild")
+        served = [a for a in serve if a.startswith("--enable-")]
+        assert ("--enable-fused-moe-sum-all-reduce" in served) is (variant == "26b-a4b"), variant
+        profiled = profile.bench_one_batch_command(variant, tmp_path, tmp_path, [1], False, "run")
+        assert [a for a in profiled if a.startswith("--enable-")] == served, variant
+
+
+def test_the_shell_preset_is_the_launcher(tmp_path):
+    argv = ["26b-a4b", "--model", str(tmp_path / "a b"), "--tp", "2", "--", "--served-model-name", "x y"]
+    shell = subprocess.run(["bash", str(REPO / "scripts" / "launch_gemma4.sh"), "--dry-run", *argv],
+                           capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": ""})
+    assert shell.returncode == 0, shell.stderr
+    lines = [shlex.split(line) for line in shell.stdout.splitlines()]
+    assert [line[1:] for line in lines] == [c[1:] for c in dry_run(*argv)]  # [0]: the interpreter
+
+
+def test_a_harness_server_starts_from_an_argument_list(tmp_path, monkeypatch):
+    started = []
+
+    class Started(Exception):
+        pass
+
+    def popen(argv, **kwargs):
+        started.append(argv)
+        raise Started
+
+    monkeypatch.setattr(server, "port_taken", lambda port: False)
+    monkeypatch.setattr(server.subprocess, "Popen", popen)
+    s = Server("e2b", "patched", tmp_path / "log", model="/ck pt", extra=["--served-model-name", "a b; rm -rf x"])
+    with pytest.raises(Started):
+        s.start()
+    (argv,) = started
+    assert argv[:3] == ["bash", "-c", '. "$0" && exec "$@"'] and argv[3].endswith("env-patched.sh")
+    assert argv[4:] == [str(server.LAUNCH), "e2b", "--port", "30000", "--model", "/ck pt", "--",
+                        "--served-model-name", "a b; rm -rf x"]
+    # and what a dry run prints is the launch preset's expansion of the same arguments
+    build, command = s.describe().split(": ", 1)
+    assert build == "patched" and shlex.split(command)[-2:] == ["--served-model-name", "a b; rm -rf x"]
