@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_gemma4.stack import results
+from sglang_gemma4.stack import result_archive, result_text, results
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.pin import Pin
 from sglang_gemma4.stack.readme_table import between
@@ -33,7 +33,7 @@ def runs() -> list[results.Run]:
 
 @cache
 def members(folder: Path) -> tuple[str, ...]:
-    return tuple(results.read_archive(folder))
+    return tuple(result_archive.read_archive(folder))
 
 
 def test_every_folder_holds_readme_result_archive_and_plots_only():
@@ -42,7 +42,7 @@ def test_every_folder_holds_readme_result_archive_and_plots_only():
         files = [p.relative_to(folder) for p in folder.rglob("*") if p.is_file()]
         names = {p.as_posix() for p in files}
         assert {"README.md", results.RESULT_FILE, results.RAW_ARCHIVE} <= names, folder.name
-        loose = [n for n in names if n != results.RAW_ARCHIVE and not results.is_plain(Path(n))]
+        loose = [n for n in names if n != results.RAW_ARCHIVE and not result_archive.is_plain(Path(n))]
         assert not loose, f"{folder.name}: raw files outside {results.RAW_ARCHIVE}: {loose} (pack-run)"
     code = [p for p in RESULTS.rglob("*") if p.suffix in (".py", ".patch", ".sh")]
     code += [f"{f.name}/raw.tar.xz:{m}" for f in FOLDERS for m in members(f) if m.endswith((".py", ".patch"))]
@@ -57,7 +57,7 @@ def test_the_folder_stays_small():
 def test_every_result_validates_and_its_figures_are_in_its_sources(runs):
     assert {run.folder for run in runs} == set(FOLDERS)
     patches = set(Series.load(ROOT / "patches").names)
-    problems = [p for run in runs for p in results.provenance_problems(run, patches)]
+    problems = [p for run in runs for p in result_archive.provenance_problems(run, patches)]
     assert not problems, "\n".join(problems)
 
 
@@ -148,14 +148,14 @@ def test_every_benchmark_results_path_cited_elsewhere_resolves():
 
 def test_generated_index_table_and_bench_lines_are_current(runs):
     pin = Pin.load(ROOT / "upstream.toml")
-    assert (RESULTS / "README.md").read_text() == results.index_markdown(runs), \
+    assert (RESULTS / "README.md").read_text() == result_text.index_markdown(runs), \
         "benchmark_results/README.md is stale: run `make readme`"
     readme = ROOT / "README.md"
-    _, table, _ = between(readme.read_text(), results.RESULTS_BEGIN, results.RESULTS_END, readme)
-    assert table.strip() == results.results_table(runs, pin.version), "README results table is stale: run `make readme`"
+    _, table, _ = between(readme.read_text(), result_text.RESULTS_BEGIN, result_text.RESULTS_END, readme)
+    assert table.strip() == result_text.results_table(runs, pin.version), "README results table is stale: run `make readme`"
     for name in Series.load(ROOT / "patches").names:
         bench = PatchFile.read(ROOT / "patches" / name).fields["Bench"]
-        expected = results.bench_line(name, runs, pin.version)
+        expected = result_text.bench_line(name, runs, pin.version)
         if expected is None:
             assert results.RESULTS_DIR not in bench, \
                 f"patches/{name}: Bench: cites results that no result.json attributes to it (add it to `patches`)"
@@ -165,7 +165,7 @@ def test_generated_index_table_and_bench_lines_are_current(runs):
 
 def test_no_row_of_the_results_table_claims_the_current_pin_without_a_run_on_it(runs):
     pin = Pin.load(ROOT / "upstream.toml")
-    table = results.results_table(runs, pin.version)
+    table = result_text.results_table(runs, pin.version)
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| variant")]
     assert rows
     measured_on = {run.upstream for run in runs}

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 
 from sglang_gemma4.gpu.variants import ARCHS, VARIANTS
-from sglang_gemma4.stack import bundle, drift, export, lint, readme_table, rebase, results, verify
+from sglang_gemma4.stack import bundle, drift, export, lint, readme_table, rebase, result_archive, result_text, verify
 from sglang_gemma4.stack.build import build_wheel
 from sglang_gemma4.stack.errors import StackError
 from sglang_gemma4.stack.fetch import download_release, fetch_all, fetch_wheel
@@ -79,13 +79,13 @@ def cmd_readme(stack: Stack, args) -> int:
     readme_table.update_readme(stack.layout.root / "README.md", stack.series)
     print(f"readme: patch table updated ({len(stack.series.names)} patches)")
     patch_paths = [stack.layout.patches_dir / name for name in stack.series.names]
-    print("readme: " + results.regenerate(stack.layout.root, stack.pin.version, patch_paths))
+    print("readme: " + result_text.regenerate(stack.layout.root, stack.pin.version, patch_paths))
     return 0
 
 
 def cmd_pack_run(stack: Stack, args) -> int:
-    packed = results.pack(Path(args.folder))
-    print(f"pack-run: {len(packed)} files moved into {Path(args.folder) / results.RAW_ARCHIVE}")
+    packed = result_archive.pack(Path(args.folder))
+    print(f"pack-run: {len(packed)} files moved into {Path(args.folder) / result_archive.RAW_ARCHIVE}")
     return 0
 
 

@@ -1,5 +1,6 @@
-"""sglang_gemma4.results on made-up runs: the result.json schema and its error messages, packing raw
-files, finding a quoted figure in its source, and the text `make readme` generates from the runs."""
+"""sglang_gemma4.stack's results, result_archive and result_text on made-up runs: the result.json
+schema and its error messages, packing raw files, finding a quoted figure in its source, and the
+text `make readme` generates from the runs."""
 
 import copy
 import json
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_gemma4.stack import results
+from sglang_gemma4.stack import result_archive, result_text, results
 from sglang_gemma4.stack.errors import StackError
 
 PATCH = "0160-triton-swa-decode-no-device-sync.patch"
@@ -50,24 +51,24 @@ def make_run(root: Path, name: str = "2026-11-23-h100-26b-a4b-gf540dad831-ab", d
     (folder / "ab" / "summary.md").write_text(SUMMARY)
     (folder / "ab" / "summary.png").write_bytes(b"\x89PNG")
     if packed:
-        results.pack(folder)
+        result_archive.pack(folder)
     return folder
 
 
 def test_pack_moves_raw_files_into_a_reproducible_archive(tmp_path):
     folder = make_run(tmp_path, packed=False)
-    packed = results.pack(folder)
+    packed = result_archive.pack(folder)
     assert packed == ["ab/summary.md", "check.log", "gpu.txt"]
     left = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     assert left == ["README.md", "ab/summary.png", "raw.tar.xz", "result.json"]
-    assert results.read_archive(folder, {"gpu.txt"}) == {
+    assert result_archive.read_archive(folder, {"gpu.txt"}) == {
         "ab/summary.md": None, "check.log": None, "gpu.txt": b"NVIDIA H100 80GB HBM3, 81559 MiB\n"}
     with tarfile.open(folder / "raw.tar.xz") as tar:
         assert {(m.mtime, m.uid, m.uname) for m in tar} == {(0, 0, "")}
     other = make_run(tmp_path / "again", packed=True)
     assert (other / "raw.tar.xz").read_bytes() == (folder / "raw.tar.xz").read_bytes()
     with pytest.raises(StackError, match="raw.tar.xz: exists"):
-        results.pack(folder)
+        result_archive.pack(folder)
 
 
 def test_a_valid_run_loads_with_its_figures_in_order(tmp_path):
@@ -115,17 +116,17 @@ def test_a_folder_without_result_json_is_named(tmp_path):
     ("94.80", '"decode_capture_s": 94.8', True), ("2.72", "no number here", False),
 ])
 def test_a_figure_is_found_at_its_own_precision(value, text, found):
-    assert results.number_appears(value, text) is found
+    assert result_archive.number_appears(value, text) is found
 
 
 def test_provenance_names_each_figure_its_source_does_not_hold(tmp_path):
-    assert results.provenance_problems(results.load_run(make_run(tmp_path)), {PATCH}) == []
+    assert result_archive.provenance_problems(results.load_run(make_run(tmp_path)), {PATCH}) == []
     data = result()
     data["figures"][0]["values"]["patched"] = "4.30"
     data["figures"][1]["source"] = "raw.tar.xz:ab/missing.md"
     data["gpu"]["name"] = "NVIDIA H200"
     data["series"]["versions"] = ["0.5.12+gemma4.g0000000000"]
-    problems = results.provenance_problems(results.load_run(make_run(tmp_path / "bad", data=data)), set())
+    problems = result_archive.provenance_problems(results.load_run(make_run(tmp_path / "bad", data=data)), set())
     assert sorted(p.split(": ", 1)[1] for p in problems) == sorted([
         "source raw.tar.xz:ab/missing.md is neither a member of raw.tar.xz, README.md nor the folder name",
         "gpu 'NVIDIA H200' is not named in raw.tar.xz:gpu.txt",
@@ -157,28 +158,28 @@ def test_the_results_table_keeps_the_newest_run_per_variant_workload_and_gpu(tmp
     assert [r.name for r in runs] == ["2026-11-21-h100x2-26b-a4b-gf540dad831-tp",
                                       "2026-11-22-h100-26b-a4b-gf540dad831-old",
                                       "2026-11-23-h100-26b-a4b-gf540dad831-new"]
-    rows = results.comparison_rows(runs, ("pristine", "patched"))
+    rows = result_text.comparison_rows(runs, ("pristine", "patched"))
     assert [(run.name, [f.workload for f in figures]) for run, figures in rows] == [
         ("2026-11-23-h100-26b-a4b-gf540dad831-new", ["batch1"]),   # newer than -old's batch1
         ("2026-11-21-h100x2-26b-a4b-gf540dad831-tp", ["chat"]),    # two GPUs: a row of its own
         ("2026-11-22-h100-26b-a4b-gf540dad831-old", ["chat"]),     # the newest chat on one H100
     ]
-    table = results.results_table(runs, "0.5.17")
+    table = result_text.results_table(runs, "0.5.17")
     assert "no run on 0.5.17 yet" in table
     assert ("| 26B-A4B | batch1 | median TPOT 6.01 -> 4.31 ms (x0.717) | H100 | sglang 0.5.12, series gf540dad831 | "
             f"[{NEW}]({results.RESULTS_DIR}/{NEW}/README.md) |"
             ) in table.splitlines()
-    assert "no run on 0.5.12 yet" not in results.results_table(runs, "0.5.12")
+    assert "no run on 0.5.12 yet" not in result_text.results_table(runs, "0.5.12")
 
 
 def test_bench_line_lists_the_patchs_figures_newest_run_first(tmp_path):
     runs = two_runs(tmp_path)
-    line = results.bench_line(PATCH, runs, "0.5.17")
+    line = result_text.bench_line(PATCH, runs, "0.5.17")
     assert line == (f"{results.RESULTS_DIR}/{NEW}/README.md; "
                     "H100, sglang 0.5.12 series gf540dad831: 26B-A4B batch1, pristine vs patched: "
                     "median TPOT 6.01 -> 4.31 ms (x0.717) (not measured on sglang 0.5.17 yet)")
-    assert results.bench_line(PATCH, runs, "0.5.12").endswith("(x0.717)")
-    assert results.bench_line("0004-reject-bad-logit-bias.patch", runs, "0.5.17") is None
+    assert result_text.bench_line(PATCH, runs, "0.5.12").endswith("(x0.717)")
+    assert result_text.bench_line("0004-reject-bad-logit-bias.patch", runs, "0.5.17") is None
 
 
 def test_update_bench_lines_rewrites_only_patches_with_results(tmp_path):
@@ -188,26 +189,26 @@ def test_update_bench_lines_rewrites_only_patches_with_results(tmp_path):
     quoted, other = tmp_path / PATCH, tmp_path / "0004-reject-bad-logit-bias.patch"
     quoted.write_text(header)
     other.write_text(header)
-    assert results.update_bench_lines([quoted, other], runs, "0.5.17") == [PATCH]
+    assert result_text.update_bench_lines([quoted, other], runs, "0.5.17") == [PATCH]
     text = quoted.read_text()
-    assert f"Bench: {results.bench_line(PATCH, runs, '0.5.17')}\nKill-Switch: none\n" in text
+    assert f"Bench: {result_text.bench_line(PATCH, runs, '0.5.17')}\nKill-Switch: none\n" in text
     assert "continued here" not in text and text.endswith("+Bench: not a header line\n")
     assert other.read_text() == header
-    assert results.update_bench_lines([quoted], runs, "0.5.17") == []  # already current
+    assert result_text.update_bench_lines([quoted], runs, "0.5.17") == []  # already current
 
 
 def test_regenerate_writes_index_table_and_bench_lines(tmp_path):
     root = tmp_path / "checkout"
     two_runs(root / results.RESULTS_DIR)
-    (root / "README.md").write_text(f"# x\n\n{results.RESULTS_BEGIN}\nold\n{results.RESULTS_END}\nend\n")
+    (root / "README.md").write_text(f"# x\n\n{result_text.RESULTS_BEGIN}\nold\n{result_text.RESULTS_END}\nend\n")
     patch = root / PATCH
     patch.write_text("Subject: x\nBench: none\n\nWhy: y\n")
-    message = results.regenerate(root, "0.5.17", [patch])
+    message = result_text.regenerate(root, "0.5.17", [patch])
     runs = results.load_runs(root / results.RESULTS_DIR)
     assert message.endswith("from 3 runs; Bench: rewritten in 1 patches")
-    assert (root / results.RESULTS_DIR / "README.md").read_text() == results.index_markdown(runs)
-    assert (root / "README.md").read_text() == (f"# x\n\n{results.RESULTS_BEGIN}\n{results.results_table(runs, '0.5.17')}\n"
-                                                f"{results.RESULTS_END}\nend\n")
+    assert (root / results.RESULTS_DIR / "README.md").read_text() == result_text.index_markdown(runs)
+    assert (root / "README.md").read_text() == (f"# x\n\n{result_text.RESULTS_BEGIN}\n{result_text.results_table(runs, '0.5.17')}\n"
+                                                f"{result_text.RESULTS_END}\nend\n")
     assert "Bench: benchmark_results/" in patch.read_text()
 
 
@@ -215,7 +216,7 @@ def test_the_index_marks_invalid_runs(tmp_path):
     make_run(tmp_path, "2026-11-23-h100-26b-a4b-g0123456789-chat-INVALID",
              result(valid=False, figures=[], summary="the stream decoded to no text",
                     series={"versions": ["0.5.12+gemma4.g0123456789"], "sources": ["folder name"]}))
-    index = results.index_markdown(results.load_runs(tmp_path))
+    index = result_text.index_markdown(results.load_runs(tmp_path))
     assert ("| [2026-11-23-h100-26b-a4b-g0123456789-chat-INVALID](2026-11-23-h100-26b-a4b-g0123456789-chat-INVALID/"
             "README.md) | H100 | 0.5.12 | g0123456789 | **invalid**: the stream decoded to no text |") in index
 
