@@ -9,10 +9,13 @@ import pytest
 
 from sglang_gemma4.gpu import bench, kv_capacity
 from sglang_gemma4.gpu.kv_capacity import (main, markdown, parse_sglang, parse_vllm, report, served_variant,
-                                                 sglang_window)
+                                            sglang_window)
+from sglang_gemma4.stack.result_archive import read_archive
 
 REPO = Path(__file__).resolve().parents[2]
-LOG_0512 = REPO / "benchmark_results/2026-11-22-h100-26b-a4b-g253f045b9c-swa-study/26b-a4b-r0.8.server.log"
+# benchmark_results/2026-11-22-h100-26b-a4b-g253f045b9c-swa-study/raw.tar.xz:26b-a4b-r0.8.server.log
+RUN_0512 = REPO / "benchmark_results/2026-11-22-h100-26b-a4b-g253f045b9c-swa-study"
+LOG_0512 = read_archive(RUN_0512, {"26b-a4b-r0.8.server.log"})["26b-a4b-r0.8.server.log"].decode(errors="replace")
 
 # sglang 0.5.17: model_runner.load_model, pool_configurator, memory_pool._finalize_allocation_log,
 # swa_memory_pool, kv_cache_configurator.configure, cuda_graph_setup, scheduler (TP-tagged lines)
@@ -50,7 +53,7 @@ def rows(text: str, **kwargs) -> dict:
 
 
 def test_sglang_0512_log_of_this_repository():
-    r = rows(LOG_0512.read_text(errors="replace"))
+    r = rows(LOG_0512)
     assert r["memory granted by the fraction (GiB)"] == pytest.approx(0.85 * 78.50)
     assert r["weights (GiB)"] == 47.85
     assert (r["full-attention pool (tokens)"], r["SWA pool (tokens)"]) == (109_913, 87_930)
@@ -147,7 +150,7 @@ def test_logs_of_the_same_name_are_told_apart_by_their_folder(tmp_path):
 
 def test_the_window_comes_from_the_checkpoint_the_log_served(tmp_path):
     assert sglang_window("26b-a4b") == 1023 and sglang_window("e4b") == 511  # the config's less the current token
-    assert served_variant(LOG_0512.read_text(errors="replace"), "e2b") == "26b-a4b"
+    assert served_variant(LOG_0512, "e2b") == "26b-a4b"
     e4b = LOG_0517.replace("model_path='m'", "model_path='/repo/checkpoints/e4b-conditional'")
     assert served_variant(e4b, "26b-a4b") == "e4b"
     assert served_variant(LOG_0517, "31b") == "31b"  # a path naming no variant: the default
