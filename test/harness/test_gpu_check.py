@@ -26,7 +26,7 @@ GATES = ["smoke", "bad-input", "fuzz", "gpu-tests", "serve", "parity", "repro", 
 KNOBS = {"OPT_IN": "SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0 --enable-fused-moe-sum-all-reduce",
          "PROFILE_ENV": "SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0", "TRACE_SETUPS": "a=patched; b=pristine",
          "COLDSTART_STARTS": " ".join(run.COLDSTARTS)}
-CHOICES = {"tp2-ab": ",".join(run.TP2_SETUPS), "swa": ",".join(run.SWA_SETUPS)}
+CHOICES = {"tp2-ab": ",".join(run.TP2_SETUPS), "swa": ",".join(run.SWA_SETUPS), "kv-capacity": ",".join(run.KV_PARTS)}
 
 
 @functools.cache
@@ -113,6 +113,6 @@ def test_a_bad_flag_in_an_experiment_fails_the_expansion(tmp_path, monkeypatch):
 
 def test_unknown_experiments_and_setups_are_refused(tmp_path):
     for stage, message in (("no-such", "unknown experiment"), ("swa:r0.9", "unknown setup r0.9"),
-                           ("tp2-ab:fast", "unknown setup fast")):
+                           ("tp2-ab:fast", "unknown setup fast"), ("kv-capacity:r48", "unknown part r48")):
         with pytest.raises(SystemExit, match=message):
             run.expand(stage, tmp_path)

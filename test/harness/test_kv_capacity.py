@@ -1,13 +1,13 @@
 """KV capacity and memory accounting read from server start-up logs: sglang 0.5.12 (a real log of
 this repository's results), sglang 0.5.17 (lines in the wording of its log statements) and vLLM's
-v1 engine; and the bench entry with the comparison's workloads."""
+v1 engine; logs named by pattern, and the GPU's memory from nvidia-smi's line."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from sglang_gemma4.gpu import bench, kv_capacity
+from sglang_gemma4.gpu import kv_capacity
 from sglang_gemma4.gpu.kv_capacity import (main, markdown, parse_sglang, parse_vllm, report, served_variant,
                                             sglang_window)
 from sglang_gemma4.stack.result_archive import read_archive
@@ -166,21 +166,29 @@ def test_a_missing_log_is_named(tmp_path, capsys):
     assert "no such log: " + str(tmp_path / "nope.log") in capsys.readouterr().err
 
 
-def test_bench_entry_adds_the_comparison_workloads(monkeypatch):
-    seen = {}
+def test_log_patterns_expand_when_the_report_runs(tmp_path, capsys):
+    (tmp_path / "memory-off").mkdir()
+    (tmp_path / "memory-off" / "31b-patched.log").write_text(LOG_0517)
+    (tmp_path / "26b-a4b-on.server.log").write_text(LOG_0517)
+    patterns = [f"{tmp_path}/*.server.log", f"{tmp_path}/canary/*.server.log", f"{tmp_path}/memory-*/*.log"]
+    assert main([*patterns, "--json"]) == 0
+    assert list(json.loads(capsys.readouterr().out)) == ["26b-a4b-on.server.log", "31b-patched.log"]
+    assert main([f"{tmp_path}/none-*.log"]) == 0  # nothing logged yet: no table, no failure
+    assert "no server log matches" in capsys.readouterr().out
 
-    def fake_main():
-        import sys
 
-        seen["argv"] = sys.argv[1:]
-        seen["workloads"] = dict(bench.WORKLOADS)
-        return 0
+def test_the_gpu_memory_comes_from_nvidia_smis_line(tmp_path, capsys):
+    log, gpu = tmp_path / "vllm.log", tmp_path / "gpu.txt"
+    log.write_text(LOG_VLLM)
+    gpu.write_text("NVIDIA H100 80GB HBM3, 81559 MiB, 570.86.15\n")
+    assert main([str(log), "--gpu-txt", str(gpu), "--json"]) == 0
+    granted = json.loads(capsys.readouterr().out)["vllm.log"]["memory granted by the fraction (GiB)"]
+    assert granted == pytest.approx(0.85 * 81559 / 1024)
+    assert main([str(log), "--gpu-txt", str(tmp_path / "none.txt"), "--json"]) == 0  # left blank, not guessed
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["vllm.log"]["memory granted by the fraction (GiB)"] is None
+    assert "none.txt" in captured.err
+    gpu.write_text("NVIDIA H100 80GB HBM3\n")
+    with pytest.raises(SystemExit, match="memory.total"):
+        main([str(log), "--gpu-txt", str(gpu)])
 
-    monkeypatch.setattr(bench, "WORKLOADS", dict(bench.WORKLOADS))
-    monkeypatch.setattr(bench, "main", fake_main)
-    monkeypatch.setattr("sys.argv", ["kv_capacity"])
-    assert main(["bench", "--variant", "26b-a4b", "--workloads", "chat-at-64"]) == 0
-    assert seen["argv"] == ["--variant", "26b-a4b", "--workloads", "chat-at-64"]
-    assert seen["workloads"]["chat-at-64"] == (1000, 1000, 128, 64)
-    assert seen["workloads"]["summarization-80-at-32"] == (8000, 1000, 80, 32)
-    assert seen["workloads"]["chat"] == bench.WORKLOADS["chat"]  # bench.py's own stay

@@ -41,6 +41,11 @@ WORKLOADS = {
     "batch1": (128, 256, 8, 1),
     # batch-1 decode at a long context, where the full-attention layers' decode kernel weighs
     "batch1-long": (8000, 256, 8, 1),
+    # the KV-capacity comparison (patches 0016/0017): the same loads at 32 and at 64 requests at once
+    "summarization-80-at-32": (8000, 1000, 80, 32),
+    "summarization-80-at-64": (8000, 1000, 80, 64),
+    "chat-at-32": (1000, 1000, 64, 32),
+    "chat-at-64": (1000, 1000, 128, 64),
 }
 # name: (text tokens, output len, prompts, max concurrency, images per prompt, image size): random
 # images through the server's multimodal processor (bench_serving's image dataset), which needs a

@@ -2,40 +2,32 @@
 from its start-up log: sglang (0.5.12's and 0.5.17's wording) and vLLM (v1 engine).
 
     python -m sglang_gemma4.gpu.kv_capacity LOG [LOG ...] [--variant 26b-a4b] [--context 32768]
-        [--gpu-total-gib 79.19] [--json]
-    python -m sglang_gemma4.gpu.kv_capacity bench [bench.py's arguments]
+        [--gpu-total-gib 79.19 | --gpu-txt OUT/gpu.txt] [--json]
+
+A LOG may be a glob pattern, expanded when the report runs (the runner's kv-capacity experiment
+names the logs its servers will write); a pattern that matches nothing adds nothing, a plain path
+that does not exist is an error.
 
 Per log, in GiB: the memory the fraction grants (sglang: --mem-fraction-static x the memory free
 before the weights load; vLLM: --gpu-memory-utilization x the GPU's total, given by
---gpu-total-gib), the weights, each KV pool (tokens, GiB, bytes per token over all its layers),
-other static buffers, CUDA graphs, what is left for activations, and the gap between the grant
-and what the server holds.  Then the KV capacity seen by requests of --context tokens: how many
+--gpu-total-gib or --gpu-txt), the weights, each KV pool (tokens, GiB, bytes per token over all
+its layers), other static buffers, CUDA graphs, what is left for activations, and the gap between
+the grant and what the server holds.  Then the KV capacity seen by requests of --context tokens: how many
 fit at once and the full-attention tokens they hold together.  An sglang request needs its
 context in the full-attention pool and one sliding window plus a page in the SWA pool, what its
 scheduler reserves (the window of the variant whose checkpoint the log's model path names, else
 --variant's); vLLM logs its own concurrency at its context length.
 The sizes a log does not state are left blank, not guessed.
-
-`bench` runs gpu/bench.py with the workloads the KV-capacity comparison adds (summarization
-80 x 8000/1000 and chat 1000/1000, each at 32 and 64 requests at once) besides bench.py's own.
 """
 
 import argparse
+import glob
 import json
 import re
 import sys
 from pathlib import Path
 
-from sglang_gemma4.gpu import bench
 from sglang_gemma4.gpu.variants import VARIANTS
-
-# name: (input len, output len, prompts, max concurrency), as bench.WORKLOADS
-WORKLOADS = {
-    "summarization-80-at-32": (8000, 1000, 80, 32),
-    "summarization-80-at-64": (8000, 1000, 80, 64),
-    "chat-at-32": (1000, 1000, 64, 32),
-    "chat-at-64": (1000, 1000, 128, 64),
-}
 
 NUMBER = r"([\d,]+(?:\.\d+)?)"
 SGLANG = {
@@ -210,26 +202,62 @@ def markdown(table: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def expand_logs(names: list[str]) -> tuple[list[Path], list[str]]:
+    """(the logs, the plain paths that name no file): each glob pattern expanded, sorted."""
+    logs, missing = [], []
+    for name in names:
+        if glob.has_magic(name):
+            logs += [Path(p) for p in sorted(glob.glob(name))]
+        elif Path(name).is_file():
+            logs.append(Path(name))
+        else:
+            missing.append(name)
+    return logs, missing
+
+
+def gpu_total_gib(gpu_txt: Path) -> float | None:
+    """The GPU's memory from nvidia-smi's 'name, memory.total [MiB], driver' line, or None (with a
+    note) where the file is missing: then vLLM's grant is left blank, not guessed."""
+    try:
+        line = gpu_txt.read_text().splitlines()[0]
+    except (OSError, IndexError):
+        print(f"kv_capacity: no GPU line in {gpu_txt}: vLLM's granted memory left blank", file=sys.stderr)
+        return None
+    match = re.match(r"[^,]+,\s*(\d+)\s*MiB", line)
+    if not match:
+        raise SystemExit(f"kv_capacity: {gpu_txt}: not nvidia-smi's 'name, memory.total [MiB], ...' line: {line!r}")
+    return int(match.group(1)) / 1024
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kv_capacity", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("logs", nargs="+", metavar="LOG", help="server logs (sglang or vLLM, told apart by content) "
+                   "or glob patterns of them")
+    p.add_argument("--variant", default="26b-a4b", choices=sorted(VARIANTS),
+                   help="the shape served by an sglang log whose model path names none, for its sliding "
+                        "window (default 26b-a4b)")
+    p.add_argument("--context", type=int, default=32768, help="the long requests' length (default 32768)")
+    gpu = p.add_mutually_exclusive_group()
+    gpu.add_argument("--gpu-total-gib", type=float,
+                     help="the GPU's memory (nvidia-smi's memory.total / 1024): vLLM's fraction is of it")
+    gpu.add_argument("--gpu-txt", type=Path, help="the same, read from the nvidia-smi line check.sh writes "
+                     "(OUT/gpu.txt)")
+    p.add_argument("--json", action="store_true", help="the rows as JSON instead of a table")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["bench"]:
-        bench.WORKLOADS.update(WORKLOADS)
-        sys.argv = ["bench", *argv[1:]]
-        return bench.main()
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("logs", nargs="+", type=Path, help="server logs (sglang or vLLM, told apart by content)")
-    parser.add_argument("--variant", default="26b-a4b", choices=sorted(VARIANTS),
-                        help="the shape served by an sglang log whose model path names none, for its sliding "
-                             "window (default 26b-a4b)")
-    parser.add_argument("--context", type=int, default=32768, help="the long requests' length (default 32768)")
-    parser.add_argument("--gpu-total-gib", type=float,
-                        help="the GPU's memory (nvidia-smi's memory.total / 1024): vLLM's fraction is of it")
-    parser.add_argument("--json", action="store_true", help="the rows as JSON instead of a table")
-    args = parser.parse_args(argv)
-    missing = [str(log) for log in args.logs if not log.is_file()]
+    p = parser()
+    args = p.parse_args(argv)
+    logs, missing = expand_logs(args.logs)
     if missing:
-        parser.error(f"no such log: {', '.join(missing)}")
-    table = report(args.logs, args.context, args.variant, args.gpu_total_gib)
+        p.error(f"no such log: {', '.join(missing)}")
+    if not logs:
+        print(f"kv_capacity: no server log matches {' '.join(args.logs)}")
+        return 0
+    total = gpu_total_gib(args.gpu_txt) if args.gpu_txt else args.gpu_total_gib
+    table = report(logs, args.context, args.variant, total)
     print(json.dumps(table, indent=1) if args.json else markdown(table))
     return 0
 

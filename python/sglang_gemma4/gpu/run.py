@@ -297,6 +297,49 @@ def swa(choice, out):
     return Comparison("swa", setups, ("summarization-80", "chat"), "SWA_WORKLOADS", DECODE_ONLY).steps(out)
 
 
+# patches 0016/0017's opt-in switches (the SWA lock released as the window slides, the SWA pool sized for the
+# running windows), both off or both on; the -r48 setups also cap the running requests at 48
+KV_OFF = "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX=0 SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS=0"
+KV_ON = "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX=1 SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS=1"
+KV_SETUPS = {"off": KV_OFF, "on": KV_ON, "off-r48": f"{KV_OFF} --max-running-requests 48",
+             "on-r48": f"{KV_ON} --max-running-requests 48"}
+KV_PARTS = (*KV_SETUPS, "parity", "canary", "memory")
+# decode graphs up to the 64 requests the workloads run; no prefill graphs: shorter starts, and sglang's KV
+# canary needs them off
+KV_FLAGS = (*presets.DECODE_GRAPHS, "--cuda-graph-backend-prefill", "disabled")
+
+
+def kv_capacity(choice, out):
+    """patches 0016/0017 (both opt-in) on the full 26B-A4B shape, patched build, one part per call (CHOICE, default
+    off,on): setups off, on, off-r48, on-r48 (--max-running-requests 48) under summarization 80 x 8000/1000 and chat
+    at 32 and 64 at once ($KV_WORKLOADS); parity (26B-A4B, E4B vs transformers, both on); canary (both on, 32 running,
+    chat at 64, sglang's KV canary raising on a freed or overwritten slot); memory (the $KV_MEMORY_VARIANTS presets,
+    default 31b e4b, off then on). Each call ends with the memory and KV-capacity table of every server logged so far
+    (kv-capacity/memory.md; $VLLM_LOG adds a vLLM log)"""
+    kv = out / "kv-capacity"
+    steps = []
+    for part in choice or ["off", "on"]:
+        if part == "parity":
+            steps.append(harness("parity", "--out", str(kv / "parity"), "--variants", "26b-a4b", "e4b", "--builds",
+                                 "patched", "--patched-env", *KV_ON.split()))
+        elif part == "canary":
+            steps += Comparison("kv-capacity/canary",
+                                (f"on-r32-canary=patched {KV_ON} --max-running-requests 32 --kv-canary raise",),
+                                ("chat-at-64",), None, KV_FLAGS).steps(out)
+        elif part == "memory":
+            steps += [harness("smoke", "--out", str(kv / f"memory-{side}"), "--build", "patched", "--variants",
+                              *knob("KV_MEMORY_VARIANTS", "31b e4b"), "--env", *KV_SETUPS[side].split(), "--",
+                              *KV_FLAGS) for side in ("off", "on")]
+        elif part in KV_SETUPS:
+            steps += Comparison("kv-capacity", named(KV_SETUPS, [part], "kv-capacity"),
+                                ("summarization-80-at-32", "summarization-80-at-64", "chat-at-32", "chat-at-64"),
+                                "KV_WORKLOADS", KV_FLAGS).steps(out)
+        else:
+            raise SystemExit(f"run: kv-capacity: unknown part {part} (one of {', '.join(KV_PARTS)})")
+    logs = [f"{kv}/*.server.log", f"{kv}/canary/*.server.log", f"{kv}/memory-*/*.log", *knob("VLLM_LOG", "")]
+    return steps + [harness("kv_capacity", *logs, "--gpu-txt", str(out / "gpu.txt"), report=kv / "memory.md")]
+
+
 def baseline(choice, out):
     """pristine sglang: chat, summarization 8000/1000 and batch-1 decode (graphs for the workloads' concurrency, 32)"""
     return Comparison("baseline-{variant}", ("pristine",), ("chat", "summarization", "batch1"), None).steps(out, choice)
@@ -305,7 +348,8 @@ def baseline(choice, out):
 EXPERIMENTS = {"mtp": mtp, "routing": routing, "kernels": kernels, "profile": profile, "step-trace": step_trace,
                "memory": memory, "tp2-parity": tp2_parity, "tp2-ab": tp2_ab, "mtp-fill": mtp_fill, "yoco": yoco,
                "moe-tune": moe_tune, "coldstart": coldstart, "tiles": tiles, "decode-tiles": decode_tiles,
-               "opt-in-ab": opt_in_ab, "tiles-ab": tiles_ab, "mm-ab": mm_ab, "swa": swa, "baseline": baseline}
+               "opt-in-ab": opt_in_ab, "tiles-ab": tiles_ab, "mm-ab": mm_ab, "swa": swa, "kv-capacity": kv_capacity,
+               "baseline": baseline}
 
 
 def expand(stage: str, out: Path) -> list[Step]:

@@ -1,6 +1,7 @@
 """Smoke check: each variant's server comes up, answers /generate and /v1/chat/completions.
 
-    python -m sglang_gemma4.gpu.smoke --out DIR [--build pristine|patched] [--variants ...] [-- extra flags]
+    python -m sglang_gemma4.gpu.smoke --out DIR [--build pristine|patched] [--variants ...] [--mtp]
+        [--env KEY=VALUE ...] [-- extra flags]
 
 Writes DIR/smoke.jsonl (one record per server) and DIR/<variant>-<build>.log; prints a table.
 """
@@ -11,7 +12,7 @@ import time
 from pathlib import Path
 
 from sglang_gemma4.gpu.pool_usage import pool_sizes
-from sglang_gemma4.gpu.server import Server, http_json
+from sglang_gemma4.gpu.server import Server, http_json, patched_env
 
 
 def check(server: Server) -> dict:
@@ -43,6 +44,8 @@ def main() -> int:
     parser.add_argument("--build", default="patched", choices=["pristine", "patched"])
     parser.add_argument("--variants", nargs="+", default=["e2b", "e4b", "26b-a4b", "31b"])
     parser.add_argument("--mtp", action="store_true", help="serve with the preset's MTP assistant draft")
+    parser.add_argument("--env", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="the servers' environment, e.g. a patch's switch")
     parser.add_argument("--dry-run", action="store_true", help="print each server's command line instead of running")
     parser.add_argument("extra", nargs="*", help="launch_server flags after --")
     args = parser.parse_args()
@@ -50,7 +53,8 @@ def main() -> int:
     records = []
     for variant in args.variants:
         name = f"{variant}{'-mtp' if args.mtp else ''}-{args.build}"
-        server = Server(variant, args.build, out / f"{name}.log", mtp=args.mtp, extra=args.extra)
+        server = Server(variant, args.build, out / f"{name}.log", mtp=args.mtp, extra=args.extra,
+                        env=patched_env(args.env))
         if args.dry_run:
             print(server.describe())
             continue
