@@ -1,14 +1,17 @@
 """The A/B runner's pieces: medians per setup side by side, ratio of two, a plot file, named setups
-parsed from the command line, and the patched servers' environment."""
+parsed from the command line, the patched servers' environment, and a workload's record read back
+from bench_serving's output and the server's log (refused where its numbers would mislead)."""
 
 import argparse
+import json
 
 import pytest
 
+from sglang_gemma4.gpu import bench
 from sglang_gemma4.gpu.bench import (Setup, add_setup_arguments, chosen_setups, dataset_args, parse_setup, plot,
-                                     summarize, write_summary)
+                                     run_workload, summarize, write_summary)
 from sglang_gemma4.gpu.pool_usage import pool_sizes
-from sglang_gemma4.gpu.server import patched_env
+from sglang_gemma4.gpu.server import Server, patched_env
 
 
 def record(setup, throughput, tpot, workload="chat"):
@@ -22,6 +25,7 @@ def test_summary_has_both_builds_and_their_ratio(tmp_path):
     rows = {line.split("|")[2].strip(): line for line in table.splitlines()[2:]}
     assert "| 2000.00 | 2500.00 | 1.250 |" in rows["output_throughput"]
     assert "| 10.00 | 8.00 | 0.800 |" in rows["median_tpot_ms"]
+    assert "median_accept_len" not in rows  # a metric no setup has (no MTP) gets no row
     plot(records, ["pristine", "patched"], tmp_path / "p.png")
     assert (tmp_path / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -79,3 +83,39 @@ def test_image_workloads_use_the_image_dataset_without_pre_tokenized_prompts():
     text = dataset_args("chat")
     assert text[text.index("--dataset-name") + 1] == "random-ids" and "--tokenize-prompt" in text
     assert "--image-count" not in text
+
+
+def served(tmp_path, monkeypatch, accept_lens: list[float], retokenized: int = 64000) -> dict:
+    """run_workload on an MTP server whose bench_serving run (faked) wrote its record and whose
+    scheduler logged a decode line per accept length."""
+    server = Server("26b-a4b", "patched", tmp_path / "26b-a4b-on.server.log", mtp=True)
+    server.log_path.write_text("[2026-11-24 10:00:00] max_total_num_tokens=456407 full_layer_tokens=456407\n")
+
+    def bench_serving(argv, **kwargs):
+        raw = argv[argv.index("--output-file") + 1]
+        with open(raw, "w") as f:
+            f.write(json.dumps({"output_throughput": 2500.0, "total_output_tokens_retokenized": retokenized}) + "\n")
+        with server.log_path.open("a") as log:
+            log.writelines(f"[2026-11-24 10:01:{i:02d}] Decode batch, #running-req: 32, accept len: {a:.2f}, "
+                           f"accept rate: {(a - 1) / 3:.2f}, cuda graph: True, gen throughput (token/s): 2500.00\n"
+                           for i, a in enumerate(accept_lens))
+
+    monkeypatch.setattr(bench.subprocess, "run", bench_serving)
+    return run_workload(server, "on", "chat", "/tok", tmp_path)
+
+
+def test_a_workload_records_the_accept_length_its_server_logged(tmp_path, monkeypatch):
+    record = served(tmp_path, monkeypatch, [2.75, 2.8, 2.9])
+    assert record["median_accept_len"] == 2.8 and record["output_throughput"] == 2500.0
+    assert record["full_layer_tokens"] == 456407 and record["peak_running_req"] == 32
+    assert "| chat | median_accept_len | 2.80 |" in summarize([{**record, "setup": "on"}], ["on"])
+
+
+def test_a_dummy_weight_mtp_run_that_accepted_every_draft_is_refused(tmp_path, monkeypatch):
+    with pytest.raises(RuntimeError, match="chat: the server logged accept length 4.00 .*did not apply"):
+        served(tmp_path, monkeypatch, [4.0, 4.0])
+
+
+def test_a_run_whose_stream_decoded_to_no_text_is_refused(tmp_path, monkeypatch):
+    with pytest.raises(RuntimeError, match="decoded to no text"):
+        served(tmp_path, monkeypatch, [2.8], retokenized=0)

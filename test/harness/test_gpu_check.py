@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_gemma4.gpu import run
+from sglang_gemma4.gpu import presets, run
 from sglang_server_args import parse_server_args
 from patched_tree import TREE
 
@@ -26,7 +26,8 @@ GATES = ["smoke", "bad-input", "fuzz", "gpu-tests", "serve", "parity", "repro", 
 KNOBS = {"OPT_IN": "SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0 --enable-fused-moe-sum-all-reduce",
          "PROFILE_ENV": "SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0", "TRACE_SETUPS": "a=patched; b=pristine",
          "COLDSTART_STARTS": " ".join(run.COLDSTARTS)}
-CHOICES = {"tp2-ab": ",".join(run.TP2_SETUPS), "swa": ",".join(run.SWA_SETUPS), "kv-capacity": ",".join(run.KV_PARTS)}
+CHOICES = {"tp2-ab": ",".join(run.TP2_SETUPS), "swa": ",".join(run.SWA_SETUPS), "kv-capacity": ",".join(run.KV_PARTS),
+           "mtp": ",".join(presets.SIMULATED_ACCEPT_LEN)}
 
 
 @functools.cache
@@ -90,6 +91,28 @@ def test_every_switch_a_server_is_given_is_read_by_the_patched_tree():
     assert sorted(s for s in switches if s not in source) == []
 
 
+def test_every_mtp_server_simulates_its_variants_acceptance():
+    """Dummy weights accept every draft token: each MTP server of every stage (smoke, bench) runs with the
+    simulated acceptance of presets.py, whose switches the patched tree reads."""
+    mtp = [(env, argv) for _, env, argv in commands("sglang.launch_server") if "--speculative-algorithm" in argv]
+    variants = {Path(argv[argv.index("--model-path") + 1]).name for _, argv in mtp}
+    assert variants == set(presets.SIMULATED_ACCEPT_LEN)  # mtp's smoke on both, and the benches
+    assert len(mtp) >= 7  # mtp (2 builds x 2 variants), mtp-fill's on side, tiles-ab's two MTP setups
+    for env, argv in mtp:
+        variant = Path(argv[argv.index("--model-path") + 1]).name
+        assert {k: env.get(k) for k in presets.simulated_acceptance(variant)} == presets.simulated_acceptance(variant)
+    environ = (TREE / "python" / "sglang" / "srt" / "environ.py").read_text()
+    assert all(key in environ for key in presets.simulated_acceptance("31b"))
+
+
+def test_an_mtp_comparison_names_a_bare_build_to_give_it_the_simulated_acceptance(tmp_path):
+    (bench,) = run.Comparison("x", ("pristine", "on=patched A=1 --flag"), ("chat",), None, mtp=True).steps(tmp_path)
+    acceptance = " ".join(run.env_words(presets.simulated_acceptance("26b-a4b")))
+    configs = [bench.argv[i + 1] for i, word in enumerate(bench.argv) if word == "--config"]
+    assert configs == [f"pristine=pristine {acceptance}", f"on=patched {acceptance} A=1 --flag"]
+    assert bench.argv[bench.argv.index("--builds") + 1] == "--config"  # no plain build left
+
+
 def test_every_module_of_this_package_imports_and_accepts_its_arguments():
     runs = commands("sglang_gemma4.")
     modules = {argv[2] for _, _, argv in runs}
@@ -113,6 +136,7 @@ def test_a_bad_flag_in_an_experiment_fails_the_expansion(tmp_path, monkeypatch):
 
 def test_unknown_experiments_and_setups_are_refused(tmp_path):
     for stage, message in (("no-such", "unknown experiment"), ("swa:r0.9", "unknown setup r0.9"),
-                           ("tp2-ab:fast", "unknown setup fast"), ("kv-capacity:r48", "unknown part r48")):
+                           ("tp2-ab:fast", "unknown setup fast"), ("kv-capacity:r48", "unknown part r48"),
+                           ("mtp:e2b", "no MTP draft for 'e2b'")):
         with pytest.raises(SystemExit, match=message):
             run.expand(stage, tmp_path)

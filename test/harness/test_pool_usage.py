@@ -58,6 +58,17 @@ def test_decode_rates_per_batch_size_skip_sizes_seen_too_rarely():
     assert decode_rates(parse("\n".join(lines)), min_lines=4)[8] == {"lines": 4, "median_tok_s": 300.0}
 
 
+def test_speculative_decode_lines_give_the_median_accept_length():
+    # 0.5.17's decode line with speculative decoding on (scheduler metrics_reporter)
+    lines = [f"[2026-11-22 07:00:{i:02d}] Decode batch, #running-req: 32, #full token: 9000, full token usage: 0.10, "
+             f"#swa token: 9000, swa token usage: 0.30, accept len: {accept:.2f}, accept rate: {(accept - 1) / 3:.2f}, "
+             f"cuda graph: True, gen throughput (token/s): 2500.00, #queue-req: 0" for i, accept in enumerate([2.7, 2.8, 2.95])]
+    samples = parse("\n".join(lines))
+    assert samples[0]["accept_len"] == 2.7 and samples[0]["accept_rate"] == 0.57
+    assert summary(samples)["median_accept_len"] == 2.8
+    assert "median_accept_len" not in summary(parse(LOG))  # no speculative decoding, no accept length
+
+
 def test_timeline_plot(tmp_path):
     plot(parse(LOG), tmp_path / "pools.png", "test")
     assert (tmp_path / "pools.png").stat().st_size > 1000

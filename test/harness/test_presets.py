@@ -38,6 +38,24 @@ def test_every_preset_parses_with_sglangs_server_arguments(variant):
             assert parsed.enable_fused_moe_sum_all_reduce is (variant == "26b-a4b")
 
 
+def test_mtp_benchmarks_simulate_each_variants_acceptance():
+    assert presets.simulated_acceptance("26b-a4b") == {"SGLANG_SIMULATE_ACC_LEN": "2.8",
+                                                       "SGLANG_SIMULATE_ACC_METHOD": "match-expected"}
+    assert presets.simulated_acceptance("31b")["SGLANG_SIMULATE_ACC_LEN"] == "3.1"
+    assert presets.simulated_acceptance("31b", 2.0)["SGLANG_SIMULATE_ACC_LEN"] == "2.0"
+    with pytest.raises(ValueError, match="no MTP draft for 'e2b'"):
+        presets.simulated_acceptance("e2b")
+    # the draft tokens the preset asks for are the most a step can accept
+    args = presets.server_args("26b-a4b", "/ckpt", draft="/draft")
+    assert int(args[args.index("--speculative-num-draft-tokens") + 1]) == presets.MTP_DRAFT_TOKENS
+
+
+def test_a_logged_accept_length_at_the_maximum_is_a_problem():
+    assert presets.full_acceptance_problem(None) is None  # nothing logged (MTP off, or no decode line yet)
+    assert presets.full_acceptance_problem(3.99) is None
+    assert "logged accept length 4.00 (every draft accepted)" in presets.full_acceptance_problem(4.0)
+
+
 def test_a_flag_sglang_does_not_know_fails_the_parse():
     with pytest.raises(AssertionError, match="--cuda-graph-max-batch"):
         parse_server_args(["--model-path", "/ckpt", "--cuda-graph-max-batch", "8"])

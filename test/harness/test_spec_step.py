@@ -13,8 +13,7 @@ import pytest
 
 from sglang_gemma4.gpu import spec_step
 from sglang_gemma4.gpu.spec_step import (Stream, draft_weight_bytes, forward_times, kv_read_bytes, kv_token_bytes,
-                                             label_replays, refuse_full_acceptance, spec_steps, step_bytes, summarize,
-                                             wait_drained)
+                                         label_replays, spec_steps, step_bytes, summarize, wait_drained)
 from sglang_gemma4.gpu.variants import text_config
 
 
@@ -138,12 +137,6 @@ def test_report_rewrites_the_table_from_the_records(tmp_path, monkeypatch, capsy
     monkeypatch.setattr("sys.argv", ["spec_step", "--report", str(jsonl)])
     assert spec_step.main() == 0
     assert jsonl.with_suffix(".md").read_text() == summarize([record(1, spec_steps(two_steps()))])
-
-
-def test_full_acceptance_is_refused():
-    refuse_full_acceptance(2.81, batch=4, accept=2.8)
-    with pytest.raises(RuntimeError, match="logged accept length 4.00 .*did not apply"):
-        refuse_full_acceptance(4.0, batch=4, accept=2.8)
 
 
 class FakeGenerate(BaseHTTPRequestHandler):

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglang_gemma4.gpu import pool_usage
+from sglang_gemma4.gpu.presets import full_acceptance_problem
 from sglang_gemma4.gpu.server import REPO, Server, in_build, patched_env
 
 # name: (input len, output len, prompts, max concurrency)
@@ -55,7 +56,7 @@ IMAGE_WORKLOADS = {
 }
 METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "median_itl_ms", "median_decode_tok_s_at_peak",
            "duration", "peak_running_req", "peak_queue_req", "peak_full_token_usage", "peak_swa_token_usage",
-           "retracted_reqs", "prefill_cached_tokens")
+           "retracted_reqs", "prefill_cached_tokens", "median_accept_len")
 
 ENV_PAIR = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 
@@ -126,9 +127,15 @@ def run_workload(server: Server, setup: str, name: str, tokenizer: str, out: Pat
         # Streamed text that decodes to nothing makes TTFT and ITL read 0: refuse such a run.
         raise RuntimeError(f"{name}: the streamed output decoded to no text (retokenized tokens = 0); "
                            f"its latencies are meaningless. Client log: {raw.with_suffix('.client.log')}")
-    # Pool sizes from the start-up lines; peaks, queueing and re-prefill from this workload's lines.
+    # Pool sizes from the start-up lines; peaks, queueing, re-prefill and MTP's accept length from this
+    # workload's lines.
     record.update(setup=setup, build=server.build, variant=server.variant, workload=name, command=shlex.join(command),
                   **pool_usage.pool_sizes(log), **pool_usage.summary(pool_usage.parse(log[log_before:])))
+    # The harness serves MTP from config-only checkpoints only (dummy weights), where every draft is accepted
+    # unless the simulated acceptance applies.
+    problem = full_acceptance_problem(record.get("median_accept_len"))
+    if problem:
+        raise RuntimeError(f"{name}: {problem} (server log: {server.log_path})")
     return record
 
 
@@ -139,6 +146,8 @@ def summarize(records: list[dict], setups: list[str]) -> str:
     for workload in dict.fromkeys(r["workload"] for r in records):
         for metric in METRICS:
             values = [by_key.get((workload, b), {}).get(metric) for b in setups]
+            if all(v is None for v in values):  # e.g. the accept length of runs without MTP
+                continue
             cells = " | ".join(f"{v:.2f}" if isinstance(v, (int, float)) else "-" for v in values)
             ratio = ""
             if len(setups) == 2 and all(isinstance(v, (int, float)) and v for v in values):

@@ -5,8 +5,9 @@ batch and every `decode_log_interval` decode steps).
 
 Per run: peak running and queued requests, peak full-attention and SWA pool usage, requests
 retracted because the pool ran out, and the prompt tokens prefilled and served from the radix cache
-(`#cached-token`) — the numbers issue #9 compares across SWA ratios — and the median decode rate the
-scheduler logged at its largest decode batch. `--by-batch` prints that rate for every decode batch
+(`#cached-token`) — the numbers issue #9 compares across SWA ratios — the median decode rate the
+scheduler logged at its largest decode batch, and with speculative decoding the median accept length
+its decode lines logged. `--by-batch` prints that rate for every decode batch
 size: two servers compared at the same batch size measure step speed, apart from scheduling.
 """
 
@@ -61,6 +62,7 @@ def summary(samples: list[dict]) -> dict:
     # in bursts can misreport inter-token latency, this cannot. The largest decode batch, not the peak
     # of running requests: that peak can fall on prefill lines only (a pool that fills and retracts)
     rates = decode_rates(samples, min_lines=1)
+    accepted = [s["accept_len"] for s in samples if s["kind"] == "decode" and "accept_len" in s]
     return {
         "peak_running_req": peak("running_req"), "peak_queue_req": peak("queue_req"),
         "peak_full_token_usage": peak("full_token_usage"), "peak_swa_token_usage": peak("swa_token_usage"),
@@ -70,6 +72,7 @@ def summary(samples: list[dict]) -> dict:
         # decode ran out of KV pool: these requests went back to the queue and are prefilled again
         "retracted_reqs": sum(s.get("retracted_reqs", 0) for s in samples if s["kind"] == "retract"),
         "median_decode_tok_s_at_peak": rates[max(rates)]["median_tok_s"] if rates else 0.0,
+        **({"median_accept_len": statistics.median(accepted)} if accepted else {}),
     }
 
 

@@ -38,8 +38,13 @@ BACKENDS = (
 )
 DECODE_GRAPHS = ("--cuda-graph-max-bs-decode", "64")  # what serving captures
 # The Gemma-4 assistant draft (FROZEN_KV_MTP): 3 steps, 4 draft tokens, top-k 1 (26b-a4b and 31b).
-MTP = ("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "4",
-       "--speculative-eagle-topk", "1")
+MTP_STEPS, MTP_DRAFT_TOKENS = 3, 4
+MTP = ("--speculative-algorithm", "NEXTN", "--speculative-num-steps", str(MTP_STEPS),
+       "--speculative-num-draft-tokens", str(MTP_DRAFT_TOKENS), "--speculative-eagle-topk", "1")
+# On dummy weights the draft agrees with the target every time, so every step would accept all
+# MTP_DRAFT_TOKENS: every MTP benchmark serves with sglang's simulated acceptance instead, at the
+# reference fork's real accept lengths (chat).
+SIMULATED_ACCEPT_LEN = {"26b-a4b": 2.8, "31b": 3.1}
 
 # Extra flags that the harness adds after the preset (the last of a repeated flag wins):
 # checks whose outcome does not depend on CUDA graphs skip their capture for a quick start
@@ -79,6 +84,26 @@ def server_args(variant: str, model: str, *, tp: int = 1, host: str = "127.0.0.1
     if api_key:
         args += ["--api-key", api_key]
     return args
+
+
+def simulated_acceptance(variant: str, accept_len: float | None = None) -> dict[str, str]:
+    """The server environment under which sglang's verify accepts `accept_len` tokens a step on
+    average (default: the variant's SIMULATED_ACCEPT_LEN)."""
+    if accept_len is None:
+        if variant not in SIMULATED_ACCEPT_LEN:
+            raise ValueError(f"no MTP draft for {variant!r}: MTP serves {', '.join(SIMULATED_ACCEPT_LEN)}")
+        accept_len = SIMULATED_ACCEPT_LEN[variant]
+    return {"SGLANG_SIMULATE_ACC_LEN": str(accept_len), "SGLANG_SIMULATE_ACC_METHOD": "match-expected"}
+
+
+def full_acceptance_problem(accept_len: float | None) -> str | None:
+    """What is wrong with an MTP run of dummy weights whose server logged `accept_len`, or None: the
+    most a step can accept (every draft token) means the simulated acceptance did not apply, so the
+    run did not measure the speculative step it names."""
+    if accept_len is None or accept_len < MTP_DRAFT_TOKENS:
+        return None
+    return (f"the server logged accept length {accept_len:.2f} (every draft accepted): the simulated acceptance "
+            f"(SGLANG_SIMULATE_ACC_LEN) did not apply; refusing the run")
 
 
 FLAG_SETS = {name: value for name, value in globals().items() if name.isupper() and isinstance(value, tuple)}

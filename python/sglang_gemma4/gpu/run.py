@@ -68,16 +68,33 @@ class Comparison:
     model: str | None = None  # default: the launch preset's config-only checkpoint
 
     def steps(self, out: Path, variants: list[str] | None = None, flags: tuple[str, ...] | None = None) -> list[Step]:
-        """One bench run per variant (CHOICE, or the default ones); `flags` replaces the servers' flags."""
-        builds = [s for s in self.setups if s in ("pristine", "patched")]
-        configs = [a for s in self.setups if s not in builds for a in ("--config", s)]
-        return [harness("bench", "--variant", v, "--out", str(out / self.out.format(variant=v)),
-                        *(["--model", self.model.format(variant=v)] if self.model else []),
-                        *(["--mtp"] if self.mtp else []), "--builds", *builds, *configs,
-                        "--workloads", *(knob(self.workloads_knob, " ".join(self.workloads)) if self.workloads_knob
-                                         else self.workloads),
-                        "--", *(self.flags if flags is None else flags))
-                for v in variants or self.variants]
+        """One bench run per variant (CHOICE, or the default ones); `flags` replaces the servers' flags. With MTP,
+        every setup serves with the variant's simulated acceptance (presets.simulated_acceptance)."""
+        steps = []
+        for v in variants or self.variants:
+            setups = [with_env(s, presets.simulated_acceptance(v)) for s in self.setups] if self.mtp else self.setups
+            builds = [s for s in setups if s in ("pristine", "patched")]
+            configs = [a for s in setups if s not in builds for a in ("--config", s)]
+            steps.append(harness("bench", "--variant", v, "--out", str(out / self.out.format(variant=v)),
+                                 *(["--model", self.model.format(variant=v)] if self.model else []),
+                                 *(["--mtp"] if self.mtp else []), "--builds", *builds, *configs,
+                                 "--workloads", *(knob(self.workloads_knob, " ".join(self.workloads))
+                                                  if self.workloads_knob else self.workloads),
+                                 "--", *(self.flags if flags is None else flags)))
+        return steps
+
+
+def env_words(env: dict[str, str]) -> list[str]:
+    return [f"{key}={value}" for key, value in env.items()]
+
+
+def with_env(setup: str, env: dict[str, str]) -> str:
+    """A bench setup with `env` before its own environment pairs (which win); a bare build becomes the
+    setup of that name."""
+    head, _, rest = setup.partition(" ")
+    if "=" not in head:
+        head = f"{head}={head}"
+    return " ".join([head, *env_words(env), *([rest] if rest else [])])
 
 
 def named(catalog: dict[str, str], names: list[str], experiment: str) -> tuple[str, ...]:
@@ -110,10 +127,12 @@ MM_SETUPS = ("pristine", "patched", "patched-no-yoco-ple=patched SGLANG_GEMMA4_Y
 
 
 def mtp(choice, out):
-    """the MTP preset: 26B-A4B-shaped target + assistant draft, full size, dummy weights (pristine, may fail; then patched)"""
-    variants = choice or ["26b-a4b"]
-    return [harness("smoke", "--out", str(out / "mtp"), "--build", build, "--mtp", "--variants", *variants, "--",
-                    *presets.SMALL_GRAPHS, may_fail=build == "pristine") for build in ("pristine", "patched")]
+    """the MTP preset: 26B-A4B-shaped target + assistant draft, full size, dummy weights with the simulated acceptance
+    (pristine, may fail; then patched)"""
+    return [harness("smoke", "--out", str(out / "mtp"), "--build", build, "--mtp", "--variants", v, "--env",
+                    *env_words(presets.simulated_acceptance(v)), "--",
+                    *presets.SMALL_GRAPHS, may_fail=build == "pristine")
+            for build in ("pristine", "patched") for v in choice or ["26b-a4b"]]
 
 
 def routing(choice, out):
@@ -357,7 +376,10 @@ def expand(stage: str, out: Path) -> list[Step]:
     name, _, choice = stage.partition(":")
     if name not in EXPERIMENTS:
         raise SystemExit(f"run: unknown experiment {name} (one of {', '.join(EXPERIMENTS)})")
-    return EXPERIMENTS[name]([c for c in choice.split(",") if c], out)
+    try:
+        return EXPERIMENTS[name]([c for c in choice.split(",") if c], out)
+    except ValueError as e:  # e.g. MTP asked of a variant without a draft
+        raise SystemExit(f"run: {name}: {e}") from None
 
 
 def command(step: Step) -> list[str]:

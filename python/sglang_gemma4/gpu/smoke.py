@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from sglang_gemma4.gpu.pool_usage import pool_sizes
+from sglang_gemma4.gpu.presets import full_acceptance_problem
 from sglang_gemma4.gpu.server import Server, http_json, patched_env
 
 
@@ -28,7 +29,14 @@ def check(server: Server) -> dict:
     record["generate_text"] = answer.get("text", "")[:80]
     record["generate_ids"] = answer.get("output_ids", [])[:8]
     if server.mtp:
-        record["spec_verify_ct"] = answer.get("meta_info", {}).get("spec_verify_ct")
+        meta = answer.get("meta_info", {})
+        # the accept length the server reports for this request: its 16 tokens take a few decode steps, and
+        # the scheduler logs a decode line (with its accept length) every 40
+        record["spec_verify_ct"] = meta.get("spec_verify_ct")
+        record["spec_accept_length"] = meta.get("spec_accept_length")
+        problem = full_acceptance_problem(record["spec_accept_length"])
+        if problem:  # a dummy-weight server whose simulated acceptance did not apply
+            record["error"] = problem
     status, body = http_json("POST", f"{server.url}/v1/chat/completions",
                         {"model": "default", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 16})
     record["chat"] = status
@@ -74,7 +82,7 @@ def main() -> int:
         print(f"| {r['variant']} | {r['build']} | {r.get('ready_s', 'FAIL')} | {r.get('generate', '-')} "
               f"({r.get('generate_tokens', '-')}) | {r.get('chat', '-')} | {r.get('full_layer_tokens', '-')} | "
               f"{r.get('swa_layer_tokens', '-')} |")
-    return 0 if all(r.get("generate") == 200 and r.get("chat") == 200 for r in records) else 1
+    return 0 if all(r.get("generate") == 200 and r.get("chat") == 200 and "error" not in r for r in records) else 1
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ verify and the bookkeeping between them.
 
 One server: the launch preset with --mtp (3 steps, 4 draft tokens, top-k 1; dummy weights) and the
 acceptance sglang's verify simulates (SGLANG_SIMULATE_ACC_LEN, match-expected; by default the
-reference fork's real accept length for the variant). Per batch size: that many greedy streams
+variant's presets.SIMULATED_ACCEPT_LEN). Per batch size: that many greedy streams
 (prompt 128 token ids, 1024 new tokens); once every stream has 64 tokens, --steps scheduler steps
 under the torch profiler (GPU activity) through /start_profile, then the streams are closed and the
 server drained (/v1/loads) before the next batch size. From
@@ -41,14 +41,15 @@ import urllib.request
 from pathlib import Path
 
 from sglang_gemma4.gpu.checkpoint import write_checkpoint
+from sglang_gemma4.gpu.presets import (MTP_DRAFT_TOKENS, MTP_STEPS, SIMULATED_ACCEPT_LEN, full_acceptance_problem,
+                                       simulated_acceptance)
 from sglang_gemma4.gpu.profile import HBM_BYTES_PER_S, active_bytes, weight_bytes
 from sglang_gemma4.gpu.server import REPO, Server, http_json
 from sglang_gemma4.gpu.step_trace import GPU_EVENTS, union_us, written_trace
 from sglang_gemma4.gpu.variants import VARIANTS, assistant_text_config, text_config
 
 PROMPT_LEN, OUTPUT_LEN, TRACE_AFTER = 128, 1024, 64
-DRAFT_FORWARDS, DRAFT_TOKENS = 3, 4  # the preset's --mtp: 3 steps (one forward each), 4 draft tokens
-ACCEPT_LEN = {"26b-a4b": 2.8, "31b": 3.1}  # the reference fork's real accept lengths (chat)
+DRAFT_FORWARDS = MTP_STEPS  # one draft forward per step
 FORWARD_END = re.compile("softmax", re.IGNORECASE)  # each draft forward ends with a softmax over its logits
 PARTS = ("period", "draft_busy", "pre_verify_busy", "pre_verify_idle", "verify_busy", "post_verify_busy",
          "post_verify_idle")
@@ -140,7 +141,7 @@ def step_bytes(variant: str, target: dict, draft_weights: int, batch: int, conte
     config = text_config(variant)
     token_bytes, window = kv_token_bytes(config), config["sliding_window"]
     draft_layers = assistant_text_config(variant)["layer_types"]
-    return {"verify_weights": active_bytes(target, batch * DRAFT_TOKENS),
+    return {"verify_weights": active_bytes(target, batch * MTP_DRAFT_TOKENS),
             "verify_kv": batch * kv_read_bytes(config["layer_types"], token_bytes, context, window),
             "draft_weights": DRAFT_FORWARDS * draft_weights,
             "draft_kv": DRAFT_FORWARDS * batch * kv_read_bytes(draft_layers, token_bytes, context, window)}
@@ -181,7 +182,7 @@ def summarize(records: list[dict]) -> str:
     first = records[0]
     bandwidth = next((bw for key, bw in HBM_BYTES_PER_S.items() if key in first["gpu"]), None)
     lines = [f"# {first['variant']} ({first['build']}) on {first['gpu']}: one speculative step (frozen-KV MTP)", "",
-             f"{DRAFT_FORWARDS} draft forwards, {DRAFT_TOKENS} draft tokens, top-k 1; simulated accept length "
+             f"{DRAFT_FORWARDS} draft forwards, {MTP_DRAFT_TOKENS} draft tokens, top-k 1; simulated accept length "
              f"{first['accept_len']}. Medians over the traced steps (us); idle = the GPU waiting for the host.", "",
              "| batch | steps | accept len (logged) | " + " | ".join(p.replace("_", " ") for p in PARTS)
              + " | draft forwards |", "|---|---|---|" + "---|" * (len(PARTS) + 1)]
@@ -198,7 +199,7 @@ def summarize(records: list[dict]) -> str:
                      f"{median(r['steps'], 'verify_busy_us'):.1f} | {draft / 1e9:.3f} | {floor_us(draft, bandwidth)} | "
                      f"{median(r['steps'], 'draft_busy_us'):.1f} |")
     lines += ["", "Verify weights count the experts uniform routing would touch with batch x "
-              f"{DRAFT_TOKENS} tokens (an estimate: see the module's text for how to measure them)."]
+              f"{MTP_DRAFT_TOKENS} tokens (an estimate: see the module's text for how to measure them)."]
     return "\n".join(lines) + "\n"
 
 
@@ -260,14 +261,6 @@ def logged_accept_len(streams: list[Stream]) -> float:
     return statistics.median(reported)
 
 
-def refuse_full_acceptance(logged: float, batch: int, accept: float) -> None:
-    """Dummy weights make the draft agree with the target every time: a logged accept length at the
-    maximum means the simulated acceptance did not apply, and the step is not the one measured."""
-    if logged >= DRAFT_TOKENS:
-        raise RuntimeError(f"batch {batch}: the server logged accept length {logged:.2f} (every draft accepted): "
-                           f"SGLANG_SIMULATE_ACC_LEN={accept} did not apply; refusing the run")
-
-
 def trace_batch(server: Server, batch: int, steps: int, out: Path, name: str) -> tuple[list[dict], int, float]:
     """(steps, context at the trace's start, median logged accept length) of `batch` streams."""
     streams = [Stream(server.url, seed) for seed in range(batch)]
@@ -298,7 +291,7 @@ def trace_batch(server: Server, batch: int, steps: int, out: Path, name: str) ->
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--variant", choices=sorted(ACCEPT_LEN))
+    parser.add_argument("--variant", choices=sorted(SIMULATED_ACCEPT_LEN))
     parser.add_argument("--out")
     parser.add_argument("--build", default="patched", choices=["pristine", "patched"])
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 4, 16, 32])
@@ -314,7 +307,7 @@ def main() -> int:
         return 0
     if not (args.variant and args.out):
         parser.error("--variant and --out are required (or --report)")
-    out, accept = Path(args.out), args.accept_len or ACCEPT_LEN[args.variant]
+    out, accept = Path(args.out), args.accept_len or SIMULATED_ACCEPT_LEN[args.variant]
     out.mkdir(parents=True, exist_ok=True)
     target_dir = REPO / "checkpoints" / args.variant
     if not (target_dir / "config.json").is_file():  # the launch preset's config-only checkpoint
@@ -322,13 +315,15 @@ def main() -> int:
     target, draft = weight_bytes(target_dir), draft_weight_bytes(args.variant)
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                          text=True).stdout.strip().splitlines()[0]
-    env = {"SGLANG_SIMULATE_ACC_LEN": str(accept), "SGLANG_SIMULATE_ACC_METHOD": "match-expected"}
     stem = f"{args.variant}-{args.build}-spec-step"
     records = []
-    with Server(args.variant, args.build, out / f"{stem}.server.log", mtp=True, extra=args.flags, env=env) as server:
+    with Server(args.variant, args.build, out / f"{stem}.server.log", mtp=True, extra=args.flags,
+                env=simulated_acceptance(args.variant, accept)) as server:
         for batch in args.batch_sizes:
             rows, context, logged = trace_batch(server, batch, args.steps, out, f"{stem}-batch{batch}")
-            refuse_full_acceptance(logged, batch, accept)
+            problem = full_acceptance_problem(logged)
+            if problem:
+                raise RuntimeError(f"batch {batch}: {problem}")
             records.append({"variant": args.variant, "build": args.build, "gpu": gpu, "accept_len": accept,
                             "logged_accept_len": logged, "batch": batch, "context": context, "steps": rows,
                             "bytes": step_bytes(args.variant, target, draft, batch, context)})
