@@ -3,7 +3,7 @@
     python -m sglang_gemma4.gpu.step_trace --variant 26b-a4b --out DIR [--builds pristine patched]
         [--config 'NAME=BUILD [KEY=VALUE ...] [flags]' ...] [--steps 60] [-- server flags for every setup]
 
-For each setup (a plain build, or a named variation of one as in harness.bench): start the server
+For each setup (a plain build, or a named variation of one as in bench.py): start the server
 (launch preset, dummy weights), stream one greedy request (128 prompt tokens, 2000 output tokens)
 and, once it has decoded 256 tokens (the same context length for every setup: decode attention's
 cost moves with it), record `--steps` scheduler steps with the torch profiler through the server's
