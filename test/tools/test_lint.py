@@ -94,3 +94,29 @@ def test_consistent_series_has_no_problems(root):
     (root / "patches" / "0010-a.patch").write_text(GOOD)
     (root / "patches" / "series").write_text("0010-a.patch\n")
     assert lint(Series.load(root / "patches"), root) == []
+
+
+def test_dropped_patches_are_read_from_the_series_comments(root):
+    (root / "patches" / "0010-a.patch").write_text(GOOD)
+    (root / "patches" / "series").write_text(
+        "# the stack\n"
+        "# 0005-old.patch: dropped in the move to sglang 0.5.17: upstream does it in srt/x.py f()\n"
+        "0010-a.patch\n"
+        "# 0020-gone.patch: dropped on sglang 0.5.12: measured, no gain\n")
+    series = Series.load(root / "patches")
+    assert series.problems() == []
+    assert [(d.name, d.release, d.moved, d.why) for d in series.dropped()] == [
+        ("0005-old.patch", "0.5.17", True, "upstream does it in srt/x.py f()"),
+        ("0020-gone.patch", "0.5.12", False, "measured, no gain")]
+
+
+@pytest.mark.parametrize("comment, expected", [
+    ("# 0005-old.patch: dropped: upstream has it", "a comment naming a patch must read"),  # no release
+    ("# 0005-old.patch removed", "a comment naming a patch must read"),
+    ("# 0010-a.patch: dropped on sglang 0.5.12: but still listed", "0010-a.patch is listed and also named as dropped"),
+])
+def test_a_dropped_patch_comment_out_of_form_is_a_problem(root, comment, expected):
+    (root / "patches" / "0010-a.patch").write_text(GOOD)
+    (root / "patches" / "series").write_text(f"0010-a.patch\n{comment}\n")
+    problems = Series.load(root / "patches").problems()
+    assert any(expected in p for p in problems), problems

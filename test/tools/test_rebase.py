@@ -13,7 +13,7 @@ from stack_helpers import make_patch, replace_line
 
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.pin import Pin
-from sglang_gemma4.stack.readme_table import BEGIN, END
+from sglang_gemma4.stack.readme_table import BEGIN, DROPPED_BEGIN, DROPPED_END, END
 
 NEW_VERSION = "0.5.99"
 CLEAN, SHIFTED, CLASH = "python/sglang/version.py", "python/sglang/srt/server_args.py", "python/sglang/utils.py"
@@ -40,7 +40,7 @@ def newer_release(checkout, tmp: Path, edits: dict[str, str]) -> list[Path]:
 
 
 def with_readme(checkout) -> None:
-    (checkout.root / "README.md").write_text(f"# test\n\n{BEGIN}\nold table\n{END}\n")
+    (checkout.root / "README.md").write_text(f"# test\n\n{BEGIN}\nold table\n{END}\n\n{DROPPED_BEGIN}\nold\n{DROPPED_END}\n")
 
 
 def repository_files(checkout) -> dict[str, str]:
@@ -133,6 +133,7 @@ def test_upstream_by_text_is_proposed_and_dropped(checkout, up, tmp_path):
     patches = {"0010-landed.patch": make_patch("landed", LANDED, up[LANDED], landed),
                "0020-clean.patch": make_patch("clean", CLEAN, up[CLEAN], up[CLEAN] + "# ours\n")}
     checkout.write_series(patches)
+    with_readme(checkout)
     assert checkout.tool("apply").returncode == 0
     wheels = newer_release(checkout, tmp_path / "release", {LANDED: landed})
     proc = rebase(checkout, "--wheel", *map(str, wheels))
@@ -148,6 +149,8 @@ def test_upstream_by_text_is_proposed_and_dropped(checkout, up, tmp_path):
     assert f"# 0010-landed.patch: dropped in the move to sglang {NEW_VERSION}: already upstream (text)" in series
     assert series.splitlines()[1].endswith("; global_config.py has it")
     assert "0020-clean.patch" in series.split("dropped")[-1]
+    readme = (checkout.root / "README.md").read_text()  # the dropped table, generated from that comment
+    assert f"| 0010-landed | in the move to {NEW_VERSION} | already upstream (text)" in readme
 
 
 def upstream_by_tests_series(checkout, up) -> dict[str, str]:

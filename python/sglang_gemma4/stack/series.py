@@ -1,10 +1,39 @@
 """patches/series: the ordered list of patch files (quilt format; `#` starts a comment)."""
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from sglang_gemma4.stack.errors import StackError
 from sglang_gemma4.stack.patchfile import SERIES_NAME, PatchFile
+
+
+# A patch that left the series stays named in a comment, with the release and the reason:
+#   # 0007-slug.patch: dropped in the move to sglang 0.5.17: <why, and where upstream does it>
+DROPPED = re.compile(r"^#\s*(\d{4}-[a-z0-9-]+\.patch): dropped (in the move to|on) sglang (\S+): (\S.*)$")
+NAMES_A_PATCH = re.compile(r"^#\s*\d{4}-\S*\.patch\b")
+
+
+@dataclass(frozen=True)
+class DroppedPatch:
+    name: str
+    release: str  # the sglang release it was dropped in the move to (or on)
+    moved: bool  # dropped in a move to `release` (else while the series sat on it)
+    why: str
+
+
+def read_dropped(series_file: Path) -> tuple[list[DroppedPatch], list[str]]:
+    """The dropped patches the series' comments name, and the comments that name a patch in
+    another form."""
+    dropped, malformed = [], []
+    for line in series_file.read_text().splitlines():
+        match = DROPPED.match(line)
+        if match:
+            name, how, release, why = match.groups()
+            dropped.append(DroppedPatch(name, release, how == "in the move to", why))
+        elif NAMES_A_PATCH.match(line):
+            malformed.append(line)
+    return dropped, malformed
 
 
 def read_names(series_file: Path) -> list[str]:
@@ -48,7 +77,17 @@ class Series:
         for path in sorted(self.patches_dir.glob("*.patch")):
             if path.name not in seen:
                 problems.append(f"patches/{path.name} is not listed in patches/series")
+        dropped, malformed = read_dropped(self.patches_dir / "series")
+        for line in malformed:
+            problems.append(f"series: a comment naming a patch must read '# NNNN-slug.patch: dropped in the move "
+                            f"to sglang X: why' (or 'dropped on sglang X: why'): {line[:80]}")
+        for entry in dropped:
+            if entry.name in seen:
+                problems.append(f"series: {entry.name} is listed and also named as dropped")
         return problems
+
+    def dropped(self) -> list[DroppedPatch]:
+        return read_dropped(self.patches_dir / "series")[0]
 
     def check(self) -> None:
         problems = self.problems()

@@ -1,4 +1,4 @@
-"""The PEP 440 local version that names a series: 0.5.12+gemma4.g<hash of pin, series, patches>."""
+"""The PEP 440 local version that names a series: 0.5.17+gemma4.g<hash of pin, series, patches>."""
 
 import hashlib
 
