@@ -20,7 +20,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sglang_gemma4.stack import readme_table
+from sglang_gemma4.stack import readme_table, result_text
 from sglang_gemma4.stack.errors import StackError
 from sglang_gemma4.stack.fetch import sha256_of
 from sglang_gemma4.stack.hunks import HunkCheck, check_hunks
@@ -28,6 +28,7 @@ from sglang_gemma4.stack.layout import Layout
 from sglang_gemma4.stack.lint import listed_paths
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.pin import Pin, PinnedWheel
+from sglang_gemma4.stack.results import RESULTS_DIR
 from sglang_gemma4.stack.series import Series
 from sglang_gemma4.stack.verify import run_tests
 from sglang_gemma4.stack.worktree import BRANCH, AppliedPatch, State, WorkTree, base_message, commit_directory, git_apply, unpack_wheel
@@ -395,7 +396,11 @@ class Rebase:
         self.layout.pin_file.write_text(new.render())
         readme = self.layout.root / "README.md"
         if readme.is_file():
-            readme_table.update_readme(readme, Series.load(self.layout.patches_dir))
+            series = Series.load(self.layout.patches_dir)
+            readme_table.update_readme(readme, series)
+            if (self.layout.root / RESULTS_DIR).is_dir():  # the results table names the pin it compares with
+                result_text.regenerate(self.layout.root, new.version,
+                                       [self.layout.patches_dir / name for name in series.names])
 
         old_version = state.old_state.version
         git.run("branch", "-f", f"{BRANCH}-{old_version}", state.old_state.head)
@@ -406,7 +411,7 @@ class Rebase:
                                    base=state.base, applied=kept))
         self.log(f"\nrebase: done, {len(kept)} patches on {new.requirement}, {len(state.dropped)} dropped.\n"
                  f"{self.report(state)}\n"
-                 f"Written: upstream.toml, patches/, README.md's patch table. Review the move with\n"
+                 f"Written: upstream.toml, patches/, README.md's generated tables. Review the move with\n"
                  f"  git -C {self.work.path} range-diff upstream/{old_version}..{BRANCH}-{old_version} "
                  f"upstream/{new.version}..{BRANCH}")
         self.state_file.unlink()
