@@ -78,3 +78,11 @@ def test_readme_patch_table_is_current(stack):
     assert table == patch_table(stack.series), "README patch table is stale: run `make readme`"
     dropped = readme.split(DROPPED_BEGIN, 1)[1].split(DROPPED_END, 1)[0].strip()
     assert dropped == dropped_table(stack.series), "README dropped-patches table is stale: run `make readme`"
+
+
+def test_readme_is_user_documentation():
+    """Short, and about the product: history lives in git and in each result's own README."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    for word in ("session", "issue #", "device call"):
+        assert word not in readme.lower(), word
