@@ -41,12 +41,13 @@ EOT
 echo ". $PREFIX/env-common.sh; export PYTHONPATH=$PREFIX/site SGLANG_GEMMA4_BUILD=pristine" > "$PREFIX/env-pristine.sh"
 echo ". $PREFIX/env-common.sh; export PYTHONPATH=$PREFIX/patched:$PREFIX/site SGLANG_GEMMA4_BUILD=patched" > "$PREFIX/env-patched.sh"
 
-# Importing torch and transformers twice takes ~25 s: done once per install, then read back.
+# Importing torch and transformers twice takes ~25 s: done once per install, then read back. Server
+# arguments are imported too, so a wheel the bundle lacks fails here rather than in every server.
 if [ ! -s "$PREFIX/versions.txt" ]; then
   for build in pristine patched; do
     # shellcheck disable=SC1090
     version=$( (. "$PREFIX/env-$build.sh"; cd /tmp && "$PYTHON" -c \
-      'import sglang.version as v, transformers as t, torch; print(v.__version__, "transformers", t.__version__, "torch", torch.__version__)') )
+      'import sglang.version as v, sglang.srt.server_args, transformers as t, torch; print(v.__version__, "transformers", t.__version__, "torch", torch.__version__)') )
     echo "setup: $build: $version  (source $PREFIX/env-$build.sh)"
   done > "$PREFIX/versions.txt.new"
   mv "$PREFIX/versions.txt.new" "$PREFIX/versions.txt"

@@ -69,10 +69,12 @@ NOT_LOADED = {
     "helion": "Inkling MoE kernels (sglang/kernels/ops/moe/inkling_moe.py)",
     "anthropic": "the Anthropic-API front end, imported inside its handler",
     "blobfile": "the Azure connector, imported inside it",
-    "datasets": "benchmark and eval datasets",
 }
-# Imported at module level on the serving path although sglang 0.5.12 does not declare them.
-UNDECLARED = ("jsonschema",)  # sglang/srt/entrypoints/openai/serving_chat.py
+# Imported at module level on the serving path although sglang does not require them itself: jsonschema
+# (sglang/srt/entrypoints/openai/serving_chat.py) is undeclared; dill (sglang/srt/sampling/
+# custom_logit_processor.py, reached from server_args) comes only through datasets, which the benchmark
+# client (sglang.bench_serving) imports.
+UNDECLARED = ("jsonschema", "dill")
 # What is kept of sglang-kernel (~380 MB, nearly all FA3/FlashMLA/SM100 libraries) on an SM90 host. Without
 # FA3, a multimodal server there needs --mm-attention-backend triton_attn (check.sh mm-ab passes it).
 KERNEL_KEEP = re.compile(r"^(sgl_kernel/[^/]+\.py|sgl_kernel/(?:quantization|infllm_v2)/[^/]+\.py|sgl_kernel/{arch}/.*"
