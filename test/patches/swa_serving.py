@@ -1,4 +1,4 @@
-"""The scheduler's KV bookkeeping for a hybrid sliding-window model, on CPU: sglang's own SWA
+"""The scheduler's KV bookkeeping for a hybrid sliding-window model, without a model: sglang's own SWA
 allocator and pools, unified radix cache (Full + SWA components), PrefillAdder and ScheduleBatch,
 driven through the calls the scheduler makes (admission and prefill, decode steps, finish,
 retraction), with no model forward. The patches' tests use it to check what stays allocated."""
@@ -29,6 +29,8 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 MODEL_CONFIG = SimpleNamespace(is_encoder_decoder=False, vocab_size=1000,
                                hf_config=SimpleNamespace(architectures=["Gemma4ForCausalLM"]))
 NEXT_TOKEN = 7  # what every "forward" samples
+# The allocator's paged kernels are Triton: interpreted on CPU, compiled where a GPU is
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def publish_server_args():
@@ -45,10 +47,10 @@ class Serving:
         self.page_size, self.window = page_size, window
         self.size, self.size_swa = size, size_swa
         pool = SWAKVPool(size=size, size_swa=size_swa, page_size=page_size, dtype=torch.bfloat16, head_num=1,
-                         head_dim=8, swa_attention_layer_ids=[0], full_attention_layer_ids=[1], device="cpu")
-        self.allocator = SWATokenToKVPoolAllocator(size, size_swa, page_size, torch.bfloat16, "cpu", pool,
+                         head_dim=8, swa_attention_layer_ids=[0], full_attention_layer_ids=[1], device=DEVICE)
+        self.allocator = SWATokenToKVPoolAllocator(size, size_swa, page_size, torch.bfloat16, DEVICE, pool,
                                                    need_sort=False)
-        self.req_to_token_pool = ReqToTokenPool(size=8, max_context_len=512, device="cpu",
+        self.req_to_token_pool = ReqToTokenPool(size=8, max_context_len=512, device=DEVICE,
                                                 enable_memory_saver=False)
         self.cache = UnifiedRadixCache(CacheInitParams(
             disable=False, req_to_token_pool=self.req_to_token_pool, token_to_kv_pool_allocator=self.allocator,
