@@ -4,6 +4,7 @@ vocabulary and valid Unicode, before the request reaches the scheduler: a reques
 is answered with HTTP 400 naming the field and the rule. Sent in process through sglang's request
 path (request_pipeline.py), as a client sends them."""
 
+import contextlib
 import math
 
 import pytest
@@ -214,6 +215,40 @@ def test_a_streamed_request_that_breaks_a_rule_is_an_http_400_too(endpoint):
 ])
 def test_requests_inside_every_rule_reach_the_scheduler(endpoint, payload):
     accepted(endpoint, payload)
+
+
+GRAMMAR_REQUESTS = [
+    (GENERATE, generate(regex="a+"), "sampling_params.regex"),
+    (GENERATE, {"text": ["a", "b"], "sampling_params": [{}, {"ebnf": 'root ::= "a"'}]}, "sampling_params[1].ebnf"),
+    # streamed with logprobs: the scheduler's abort reached the stream without logprob fields (HTTP 500)
+    (COMPLETIONS, {"prompt": "hi", "ebnf": 'root ::= "a"', "stream": True, "logprobs": 1}, "sampling_params.ebnf"),
+    (CHAT, {"messages": MESSAGES, "regex": " ", "stream": True, "logprobs": True}, "sampling_params.regex"),
+    (CHAT, {"messages": MESSAGES, "response_format": {"type": "json_object"}}, "sampling_params.json_schema"),
+]
+
+
+@contextlib.contextmanager
+def grammar_backend(name: str):
+    """Serve with --grammar-backend `name` (ServerArgs are read-only once resolved)."""
+    args = front_end().manager.server_args
+    served = args.grammar_backend
+    object.__setattr__(args, "grammar_backend", name)
+    try:
+        yield
+    finally:
+        object.__setattr__(args, "grammar_backend", served)
+
+
+@pytest.mark.parametrize("endpoint, payload, field", GRAMMAR_REQUESTS)
+def test_constrained_decoding_without_a_grammar_backend_is_a_400_naming_the_field(endpoint, payload, field):
+    with grammar_backend("none"):
+        rejected(endpoint, payload, field, "needs a grammar backend (this server runs with --grammar-backend none)")
+
+
+@pytest.mark.parametrize("endpoint, payload, field", GRAMMAR_REQUESTS)
+def test_constrained_decoding_with_a_grammar_backend_reaches_the_scheduler(endpoint, payload, field):
+    with grammar_backend("xgrammar"):
+        accepted(endpoint, payload)
 
 
 def test_every_sampling_parameter_a_client_may_set_has_a_rule():
