@@ -23,7 +23,7 @@ def wheel(path: Path, name: str, files: dict[str, str]) -> None:
             whl.writestr(member, text)
 
 
-def bundle(directory: Path, imports_log: Path) -> None:
+def bundle(directory: Path, imports_log: Path, server_args_py: str = "") -> None:
     # Importing sglang.version leaves a line in imports_log: the test counts the version checks.
     version_py = (f"open({str(imports_log)!r}, 'a').write('import\\n')\n"
                   "__version__ = {version!r}\n")
@@ -34,17 +34,24 @@ def bundle(directory: Path, imports_log: Path) -> None:
             member.size = len(data)
             tar.addfile(member, io.BytesIO(data))
         whl = directory / "sglang-0.5.12-py3-none-any.whl"
-        wheel(whl, "sglang", {"sglang/__init__.py": "", "sglang/version.py": version_py.format(version="0.5.12")})
+        wheel(whl, "sglang", {"sglang/__init__.py": "", "sglang/version.py": version_py.format(version="0.5.12"),
+                              "sglang/srt/__init__.py": "", "sglang/srt/server_args.py": server_args_py})
         add(f"bundle/wheels/{whl.name}", whl.read_bytes())
         add("bundle/overlay/sglang/version.py", version_py.format(version="0.5.12+gemma4.gtest").encode())
         add("bundle/manifest.json", json.dumps({"series_version": "0.5.12+gemma4.gtest", "patches": ["0001-a.patch"]}).encode())
     (directory / "bundle.tar.xz.part-00").write_bytes(buffer.getvalue())
 
 
-def setup(bundle_dir: Path, prefix: Path) -> str:
+def run_setup(bundle_dir: Path, prefix: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PREFIX": str(prefix), "PYTHON": sys.executable}
-    return subprocess.run(["bash", str(REPO / "scripts/gpu/setup.sh"), str(bundle_dir)], env=env, check=True,
-                          capture_output=True, text=True).stdout
+    return subprocess.run(["bash", str(REPO / "scripts/gpu/setup.sh"), str(bundle_dir)], env=env,
+                          capture_output=True, text=True)
+
+
+def setup(bundle_dir: Path, prefix: Path) -> str:
+    done = run_setup(bundle_dir, prefix)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def test_installs_once_and_reads_versions_back_on_a_second_run(tmp_path):
@@ -64,3 +71,12 @@ def test_installs_once_and_reads_versions_back_on_a_second_run(tmp_path):
     assert all(line in second for line in version_lines)
     assert imports_log.read_text().count("import") == 2  # read back, not re-imported
     assert (prefix / "env-patched.sh").read_text().count(f"{prefix}/patched:{prefix}/site") == 1
+
+
+def test_a_module_the_server_imports_but_the_bundle_lacks_fails_the_install(tmp_path):
+    bundle_dir = tmp_path / "bundle"
+    bundle_dir.mkdir()
+    bundle(bundle_dir, tmp_path / "imports.log", server_args_py="import a_module_no_bundle_carries\n")
+    done = run_setup(bundle_dir, tmp_path / "prefix")
+    assert done.returncode != 0
+    assert "No module named 'a_module_no_bundle_carries'" in done.stderr
