@@ -11,42 +11,16 @@ import pytest
 import torch
 
 from kernel_inputs import DEVICE
+from swa_windows import REQS, WINDOW, SwaPool, batch, reference
 from sglang.srt.layers.attention import triton_backend
 from sglang.srt.layers.attention.triton_backend import host_seq_lens, update_sliding_window_buffer
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
-
-WINDOW, POOL, REQS, MAX_LEN = 16, 512, 6, 40
-
-
-class SwaAllocator:
-    """The hybrid SWA pool's full -> SWA slot translation, as a random table."""
-
-    def __init__(self, seed: int):
-        g = torch.Generator().manual_seed(seed)
-        self.full_to_swa = torch.randperm(POOL + 1, generator=g).to(DEVICE)
-
-    def translate_loc_from_full_to_swa(self, loc):
-        return self.full_to_swa[loc]
-
-
-def batch(bs: int, seed: int):
-    g = torch.Generator().manual_seed(seed)
-    req_to_token = torch.randperm(REQS * MAX_LEN, generator=g).view(REQS, MAX_LEN).to(torch.int32).to(DEVICE)
-    seq_lens_cpu = torch.randint(1, MAX_LEN + 1, (bs,), generator=g)
-    req_pool_indices = torch.randperm(REQS, generator=g)[:bs].to(DEVICE)
-    return req_to_token, seq_lens_cpu, req_pool_indices
-
-
-def reference(req_to_token, seq_lens_cpu, req_pool_indices, allocator):
-    """Each request's last min(len, window) tokens, translated, requests one after another."""
-    rows = [req_to_token[r, max(0, n - WINDOW):n] for r, n in zip(req_pool_indices.tolist(), seq_lens_cpu.tolist())]
-    return allocator.translate_loc_from_full_to_swa(torch.cat(rows).long())
 
 
 @pytest.mark.parametrize("bs, seed", [(1, 0), (3, 1), (6, 2)])
 def test_eager_update_same_with_host_lengths(bs, seed):
     req_to_token, seq_lens_cpu, req_pool_indices = batch(bs, seed)
-    allocator, seq_lens = SwaAllocator(seed), seq_lens_cpu.to(DEVICE)
+    allocator, seq_lens = SwaPool(seed), seq_lens_cpu.to(DEVICE)
     results = [update_sliding_window_buffer(torch.zeros(REQS + 1, dtype=torch.int32, device=DEVICE), req_to_token,
                                             WINDOW, seq_lens, req_pool_indices, bs, DEVICE, allocator, **kw)
                for kw in ({}, {"seq_lens_cpu": seq_lens_cpu})]
@@ -66,7 +40,7 @@ def graph_update(indices, req_to_token, seq_lens, req_pool_indices, bs, allocato
 @pytest.mark.parametrize("bs, seed", [(1, 3), (4, 4), (6, 5)])
 def test_graph_update_same_with_host_lengths(bs, seed):
     req_to_token, seq_lens_cpu, req_pool_indices = batch(bs, seed)
-    allocator, seq_lens = SwaAllocator(seed), seq_lens_cpu.to(DEVICE)
+    allocator, seq_lens = SwaPool(seed), seq_lens_cpu.to(DEVICE)
     buffers = []
     for kw in ({}, {"seq_lens_cpu": seq_lens_cpu}):
         indices = torch.full((REQS * WINDOW,), -7, dtype=torch.int64, device=DEVICE)  # stale rows stay as they are
@@ -103,7 +77,7 @@ def graph_backend(monkeypatch, seen):
         cuda_graph_num_kv_splits=torch.zeros(4, dtype=torch.int32), sliding_window_size=WINDOW,
         cuda_graph_window_num_kv_splits=torch.zeros(4, dtype=torch.int32),
         cuda_graph_window_kv_indices=torch.zeros(64, dtype=torch.int64), window_kv_indptr=torch.zeros(5, dtype=torch.int32),
-        req_to_token=torch.zeros(4, 8, dtype=torch.int32), token_to_kv_pool=SwaAllocator(0), _translate_kv_loc=None,
+        req_to_token=torch.zeros(4, 8, dtype=torch.int32), token_to_kv_pool=SwaPool(0), _translate_kv_loc=None,
         use_sliding_window_kv_pool=False, get_num_kv_splits=lambda *a: None)
     return backend
 
@@ -130,7 +104,7 @@ def test_decode_replay_hands_the_host_lengths_to_the_window_update(monkeypatch):
 @pytest.mark.gpu
 def test_graph_update_does_not_wait_for_the_gpu():
     req_to_token, seq_lens_cpu, req_pool_indices = batch(4, 9)
-    allocator, seq_lens = SwaAllocator(9), seq_lens_cpu.to(DEVICE)
+    allocator, seq_lens = SwaPool(9), seq_lens_cpu.to(DEVICE)
 
     def update(**kw):
         indptr = torch.zeros(REQS + 1, dtype=torch.int32, device=DEVICE)

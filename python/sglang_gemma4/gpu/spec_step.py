@@ -45,7 +45,7 @@ from sglang_gemma4.gpu.presets import (MTP_DRAFT_TOKENS, MTP_STEPS, SIMULATED_AC
                                        simulated_acceptance)
 from sglang_gemma4.gpu.profile import HBM_BYTES_PER_S, active_bytes, weight_bytes
 from sglang_gemma4.gpu.server import REPO, Server, http_json
-from sglang_gemma4.gpu.step_trace import GPU_EVENTS, union_us, written_trace
+from sglang_gemma4.gpu.step_trace import busy_between, graph_replays, union_us, written_trace
 from sglang_gemma4.gpu.variants import VARIANTS, assistant_text_config, text_config
 
 PROMPT_LEN, OUTPUT_LEN, TRACE_AFTER = 128, 1024, 64
@@ -53,23 +53,6 @@ DRAFT_FORWARDS = MTP_STEPS  # one draft forward per step
 FORWARD_END = re.compile("softmax", re.IGNORECASE)  # each draft forward ends with a softmax over its logits
 PARTS = ("period", "draft_busy", "pre_verify_busy", "pre_verify_idle", "verify_busy", "post_verify_busy",
          "post_verify_idle")
-
-
-def graph_replays(events: list[dict]) -> tuple[list[list[tuple]], list[tuple]]:
-    """The GPU work of each CUDA-graph replay, (start, end, name) sorted, replays in time order; and
-    the GPU intervals outside every replay."""
-    launches = {e["args"]["correlation"] for e in events
-                if e.get("ph") == "X" and e.get("name", "").startswith("cudaGraphLaunch")}
-    replays, others = {}, []
-    for e in events:
-        if e.get("ph") != "X" or e.get("cat") not in GPU_EVENTS:
-            continue
-        correlation = e.get("args", {}).get("correlation")
-        if correlation in launches:
-            replays.setdefault(correlation, []).append((e["ts"], e["ts"] + e["dur"], e.get("name", "")))
-        else:
-            others.append((e["ts"], e["ts"] + e["dur"]))
-    return sorted((sorted(kernels) for kernels in replays.values()), key=lambda k: k[0][0]), others
 
 
 def label_replays(replays: list[list[tuple]]) -> list[str]:
@@ -95,10 +78,6 @@ def forward_times(draft: list[tuple], forwards: int) -> list[float] | None:
         return None
     groups[-1] += current
     return [union_us(group) for group in groups]
-
-
-def busy_between(intervals: list[tuple], start: float, end: float) -> float:
-    return union_us([(max(s, start), min(e, end)) for s, e in intervals if e > start and s < end])
 
 
 def spec_steps(events: list[dict], forwards: int = DRAFT_FORWARDS) -> list[dict]:

@@ -42,27 +42,37 @@ def union_us(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def decode_steps(events: list[dict]) -> list[dict]:
-    """A row per CUDA-graph replay that has a next one (us): period to the next replay's first
-    kernel, the replay's span and busy time, and what the GPU did before the next replay."""
+def busy_between(intervals: list[tuple], start: float, end: float) -> float:
+    """Time within [start, end] covered by the union of (start, end) intervals."""
+    return union_us([(max(s, start), min(e, end)) for s, e in intervals if e > start and s < end])
+
+
+def graph_replays(events: list[dict]) -> tuple[list[list[tuple]], list[tuple]]:
+    """The GPU work of each CUDA-graph replay, (start, end, name) sorted, replays in time order; and
+    the GPU intervals outside every replay."""
     launches = {e["args"]["correlation"] for e in events
                 if e.get("ph") == "X" and e.get("name", "").startswith("cudaGraphLaunch")}
-    spans, others = {}, []
+    replays, others = {}, []
     for e in events:
         if e.get("ph") != "X" or e.get("cat") not in GPU_EVENTS:
             continue
-        interval = (e["ts"], e["ts"] + e["dur"])
         correlation = e.get("args", {}).get("correlation")
         if correlation in launches:
-            spans.setdefault(correlation, []).append(interval)
+            replays.setdefault(correlation, []).append((e["ts"], e["ts"] + e["dur"], e.get("name", "")))
         else:
-            others.append(interval)
-    graphs = sorted(spans.values(), key=lambda intervals: min(intervals))
+            others.append((e["ts"], e["ts"] + e["dur"]))
+    return sorted((sorted(kernels) for kernels in replays.values()), key=lambda k: k[0][0]), others
+
+
+def decode_steps(events: list[dict]) -> list[dict]:
+    """A row per CUDA-graph replay that has a next one (us): period to the next replay's first
+    kernel, the replay's span and busy time, and what the GPU did before the next replay."""
+    replays, others = graph_replays(events)
+    graphs = [[kernel[:2] for kernel in kernels] for kernels in replays]
     rows = []
     for this, following in zip(graphs, graphs[1:]):
         start, end, next_start = min(s for s, _ in this), max(e for _, e in this), min(s for s, _ in following)
-        between = [(max(s, end), min(e, next_start)) for s, e in others if e > end and s < next_start]
-        outside = union_us(between)
+        outside = busy_between(others, end, next_start)
         rows.append({"period_us": next_start - start, "graph_span_us": end - start, "graph_busy_us": union_us(this),
                      "graph_kernels": len(this), "outside_graph_busy_us": outside,
                      "idle_us": next_start - end - outside})
