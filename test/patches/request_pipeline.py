@@ -103,6 +103,36 @@ class FrontEnd:
                       if endpoint == "/generate" else json.loads(response.body).get("message", ""))
 
 
+    def answer_with(self, endpoint: str, payload: dict, output: dict) -> tuple[int, list]:
+        """An OpenAI route's answer to `payload` when the scheduler answers it with `output` (what the
+        tokenizer manager yields): the HTTP status and the JSON body, or each event of its stream."""
+        model, serving = self.openai[endpoint]
+
+        async def scheduler_answers(obj, request=None):
+            yield output
+
+        async def answer():
+            original = self.manager.generate_request
+            self.manager.generate_request = scheduler_answers
+            try:
+                response = await serving.handle_request(model.model_validate(payload), None)
+                if hasattr(response, "model_dump_json"):  # a response model, which FastAPI answers with 200
+                    return 200, [json.loads(response.model_dump_json())]
+                if not hasattr(response, "body_iterator"):
+                    return response.status_code, [json.loads(response.body)]
+                chunks = [chunk async for chunk in response.body_iterator]
+            finally:
+                self.manager.generate_request = original
+            events = [line.removeprefix("data: ") for chunk in chunks for line in chunk.splitlines()
+                      if line.startswith("data: ")]
+            return response.status_code, [json.loads(e) for e in events if e != "[DONE]"]
+
+        try:
+            return self.loop.run_until_complete(answer())
+        except Exception as e:  # what FastAPI answers with 500
+            return 500, [f"{type(e).__name__}: {e}"]
+
+
 @functools.cache
 def front_end() -> FrontEnd:
     """One per test process: building it takes seconds."""

@@ -3,8 +3,6 @@ with the abort's answer (an error chunk, or the last chunk of a graceful abort) 
 that the server answers with HTTP 500. The scheduler's output is what the tokenizer manager hands the
 route for an aborted request: a finish reason and no logprob fields."""
 
-import asyncio
-import json
 from http import HTTPStatus
 
 import pytest
@@ -24,33 +22,7 @@ def abort_output(status: HTTPStatus | None) -> dict:
 
 
 def stream(endpoint: str, payload: dict, output: dict) -> tuple[int, list]:
-    """The route's answer to `payload` when the scheduler answers it with `output`: its HTTP status
-    and the JSON of each event of its stream."""
-    end = front_end()
-    model, serving = end.openai[endpoint]
-
-    async def scheduler_answers(obj, request=None):
-        yield output
-
-    async def answer():
-        manager = end.manager
-        original = manager.generate_request
-        manager.generate_request = scheduler_answers
-        try:
-            response = await serving.handle_request(model.model_validate(payload), None)
-            if not hasattr(response, "body_iterator"):
-                return response.status_code, [json.loads(response.body)]
-            chunks = [chunk async for chunk in response.body_iterator]
-        finally:
-            manager.generate_request = original
-        events = [line.removeprefix("data: ") for chunk in chunks for line in chunk.splitlines()
-                  if line.startswith("data: ")]
-        return response.status_code, [json.loads(e) for e in events if e != "[DONE]"]
-
-    try:
-        return end.loop.run_until_complete(answer())
-    except Exception as e:  # what FastAPI answers with 500
-        return 500, [f"{type(e).__name__}: {e}"]
+    return front_end().answer_with(endpoint, payload, output)
 
 
 REQUESTS = [

@@ -198,15 +198,29 @@ def tp2_ab(choice, out):
                       ("31b",)).steps(out)
 
 
-def mtp_fill(choice, out):
-    """the MTP preset (26B-A4B + draft, patched) under summarization 8000/1000 x 80, which fills the SWA pool, and
-    chat: MTP off then on ($MTP_SETUPS picks the sides, $MTP_WORKLOADS the workloads, $MTP_ENV adds KEY=VALUE)"""
+def mtp_sides(name: str, variant: str, workloads: tuple[str, ...], flags: tuple[str, ...], out: Path) -> list[Step]:
+    """The patched build serving `variant` without MTP, then with the preset's MTP at its simulated acceptance
+    ($MTP_SETUPS picks the sides, $MTP_WORKLOADS the workloads, $MTP_ENV adds KEY=VALUE to both), into one
+    folder and one summary."""
     env = " ".join(knob("MTP_ENV", ""))
     steps = []
     for side in knob("MTP_SETUPS", "off on"):
-        steps += Comparison("mtp-fill", (f"mtp-{side}=patched {env}".strip(),), ("summarization-80", "chat"),
-                            "MTP_WORKLOADS", DECODE_ONLY, mtp=side == "on").steps(out)
-    return steps + [harness("bench", "--variant", "26b-a4b", "--out", str(out / "mtp-fill"), "--summarize-only")]
+        steps += Comparison(name, (f"mtp-{side}=patched {env}".strip(),), workloads, "MTP_WORKLOADS", flags,
+                            mtp=side == "on").steps(out, [variant])
+    return steps + [harness("bench", "--variant", variant, "--out", str(out / name), "--summarize-only")]
+
+
+def mtp_fill(choice, out):
+    """the MTP preset (26B-A4B + draft, patched) under summarization 8000/1000 x 80, which fills the SWA pool, and
+    chat: MTP off then on ($MTP_SETUPS picks the sides, $MTP_WORKLOADS the workloads, $MTP_ENV adds KEY=VALUE)"""
+    return mtp_sides("mtp-fill", "26b-a4b", ("summarization-80", "chat"), DECODE_ONLY, out)
+
+
+def mtp_ab(choice, out):
+    """MTP off vs on, patched build, same call, MTP at the variant's simulated acceptance (CHOICE, default
+    26b-a4b,31b): batch-1 decode and chat at 32 ($MTP_WORKLOADS; $MTP_SETUPS, $MTP_ENV as in mtp-fill)"""
+    return [step for v in choice or ["26b-a4b", "31b"]
+            for step in mtp_sides(f"mtp-ab-{v}", v, ("batch1", "chat"), presets.BENCH_GRAPHS, out)]
 
 
 def yoco(choice, out):
@@ -365,7 +379,7 @@ def baseline(choice, out):
 
 
 EXPERIMENTS = {"mtp": mtp, "routing": routing, "kernels": kernels, "profile": profile, "step-trace": step_trace,
-               "memory": memory, "tp2-parity": tp2_parity, "tp2-ab": tp2_ab, "mtp-fill": mtp_fill, "yoco": yoco,
+               "memory": memory, "tp2-parity": tp2_parity, "tp2-ab": tp2_ab, "mtp-fill": mtp_fill, "mtp-ab": mtp_ab, "yoco": yoco,
                "moe-tune": moe_tune, "coldstart": coldstart, "tiles": tiles, "decode-tiles": decode_tiles,
                "opt-in-ab": opt_in_ab, "tiles-ab": tiles_ab, "mm-ab": mm_ab, "swa": swa, "kv-capacity": kv_capacity,
                "baseline": baseline}
