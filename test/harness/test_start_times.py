@@ -38,3 +38,19 @@ def test_table_shows_a_prebuild_that_found_everything_built(tmp_path, capsys, mo
     main()
     warm_row, cold_row = capsys.readouterr().out.splitlines()[2:]
     assert warm_row.split(" | ")[3] == "0.0" and cold_row.split(" | ")[3] == "-"
+
+
+LOG_0_5_17 = """[2026-11-25 02:33:20] server_args=ServerArgs(model_path='m', cuda_graph_max_bs_decode=64)
+[2026-11-25 02:33:51] Load weight end. elapsed=0.21 s, type=Gemma4ForCausalLM, avail mem=30.65 GB, mem usage=47.85 GB.
+[2026-11-25 02:33:55] Capture target prefill CUDA graph begin. backend=breakable, num_tokens=[4, 8, 12], avail mem=11.40 GB
+[2026-11-25 02:34:47] Capture target prefill CUDA graph end. elapsed=52.45 s, mem usage=1.84 GB, avail mem=9.56 GB.
+[2026-11-25 02:34:47] Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, bs=[1, 2, 4, 8, 12, 16], avail mem=9.56 GB
+[2026-11-25 02:34:57] Capture target decode CUDA graph end. elapsed=9.42 s, mem usage=0.21 GB, avail mem=9.34 GB.
+[2026-11-25 02:35:07] The server is fired up and ready to roll!
+"""
+
+
+def test_breakdown_of_a_0_5_17_start():
+    assert start_times(LOG_0_5_17) == {"prebuild_s": None, "weights_loaded_s": 31.0, "decode_capture_s": 9.42,
+                                       "piecewise_capture_s": 52.45, "ready_s": 107.0, "decode_graph_sizes": 6,
+                                       "piecewise": True}

@@ -164,12 +164,24 @@ def test_the_results_table_keeps_the_newest_run_per_variant_workload_and_gpu(tmp
         ("2026-11-21-h100x2-26b-a4b-gf540dad831-tp", ["chat"]),    # two GPUs: a row of its own
         ("2026-11-22-h100-26b-a4b-gf540dad831-old", ["chat"]),     # the newest chat on one H100
     ]
-    table = result_text.results_table(runs, "0.5.17")
-    assert "no run on 0.5.17 yet" in table
-    assert ("| 26B-A4B | batch1 | median TPOT 6.01 -> 4.31 ms (x0.717) | H100 | sglang 0.5.12, series gf540dad831 | "
-            f"[{NEW}]({results.RESULTS_DIR}/{NEW}/README.md) |"
-            ) in table.splitlines()
-    assert "no run on 0.5.12 yet" not in result_text.results_table(runs, "0.5.12")
+    row = ("| 26B-A4B | batch1 | median TPOT 6.01 -> 4.31 ms (x0.717) | H100 | sglang 0.5.12, series gf540dad831 | "
+           f"[{NEW}]({results.RESULTS_DIR}/{NEW}/README.md) |")
+    assert row in result_text.results_table(runs, "0.5.12").splitlines()
+    newer_pin = result_text.results_table(runs, "0.5.17")  # the README shows the pinned release's runs only
+    assert newer_pin.startswith("No run on sglang 0.5.17 yet") and "| 26B-A4B |" not in newer_pin
+
+
+def test_the_mtp_table_compares_mtp_off_with_mtp_on_only(tmp_path):
+    mtp = result(measured="2026-11-24 10:00")
+    mtp["setups"] = {"mtp-off": "the preset", "mtp-on": "the preset with --mtp, simulated acceptance"}
+    mtp["figures"] = mtp["figures"][:1]
+    mtp["figures"][0]["values"] = {"mtp-off": "4.31", "mtp-on": "2.85"}
+    mtp["figures"][0].pop("patches", None)
+    two_runs(tmp_path)
+    make_run(tmp_path, "2026-11-24-h100-26b-a4b-gf540dad831-mtp", mtp)
+    rows = [line for line in result_text.mtp_table(results.load_runs(tmp_path)).splitlines() if line.startswith("| 26B")]
+    assert rows == ["| 26B-A4B | batch1 | median TPOT 4.31 -> 2.85 ms (x0.661) | H100 | sglang 0.5.12, series gf540dad831 | "
+                    f"[2026-11-24-h100-26b-a4b-gf540dad831-mtp]({results.RESULTS_DIR}/2026-11-24-h100-26b-a4b-gf540dad831-mtp/README.md) |"]
 
 
 def test_bench_line_lists_the_patchs_figures_newest_run_first(tmp_path):
@@ -200,7 +212,8 @@ def test_update_bench_lines_rewrites_only_patches_with_results(tmp_path):
 def test_regenerate_writes_index_table_and_bench_lines(tmp_path):
     root = tmp_path / "checkout"
     two_runs(root / results.RESULTS_DIR)
-    (root / "README.md").write_text(f"# x\n\n{result_text.RESULTS_BEGIN}\nold\n{result_text.RESULTS_END}\nend\n")
+    (root / "README.md").write_text(f"# x\n\n{result_text.RESULTS_BEGIN}\nold\n{result_text.RESULTS_END}\n"
+                                    f"{result_text.MTP_BEGIN}\nold\n{result_text.MTP_END}\nend\n")
     patch = root / PATCH
     patch.write_text("Subject: x\nBench: none\n\nWhy: y\n")
     message = result_text.regenerate(root, "0.5.17", [patch])
@@ -208,7 +221,8 @@ def test_regenerate_writes_index_table_and_bench_lines(tmp_path):
     assert message.endswith("from 3 runs; Bench: rewritten in 1 patches")
     assert (root / results.RESULTS_DIR / "README.md").read_text() == result_text.index_markdown(runs)
     assert (root / "README.md").read_text() == (f"# x\n\n{result_text.RESULTS_BEGIN}\n{result_text.results_table(runs, '0.5.17')}\n"
-                                                f"{result_text.RESULTS_END}\nend\n")
+                                                f"{result_text.RESULTS_END}\n{result_text.MTP_BEGIN}\n"
+                                                f"{result_text.mtp_table(runs)}\n{result_text.MTP_END}\nend\n")
     assert "Bench: benchmark_results/" in patch.read_text()
 
 

@@ -6,7 +6,7 @@ For each sglang server log: the launch preset's prebuild of CUDA modules, which 
 server and so before its first log line (sglang_gemma4.gpu.prebuild's own total), the time from the
 first log line to weight loading done, the decode CUDA-graph capture and the piecewise capture
 (sglang's own "Time elapsed"), and the first line to "The server is fired up" (ready). Decode graph
-sizes come from the logged server arguments.
+sizes come from the logged server arguments (0.5.12) or the decode capture's first line (0.5.17).
 """
 
 import argparse
@@ -20,6 +20,8 @@ STAMP = r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\]"
 CAPTURE = r"Capture (?:cuda graph|target decode CUDA graph) end\. (?:Time elapsed: |elapsed=)([\d.]+) s"
 PIECEWISE = r"Capture (?:piecewise|target prefill) CUDA graph end\. (?:Time elapsed: |elapsed=)([\d.]+) s"
 PREBUILD = r"^prebuild: \d+ of \d+ modules ready in ([\d.]+) s"
+# the decode graphs' batch sizes: 0.5.12 logs them with the server arguments, 0.5.17 where it captures
+GRAPH_SIZES = r"cuda_graph_bs=\[([\d, ]*)\]|Capture target decode CUDA graph begin\..* bs=\[([\d, ]*)\]"
 
 
 def _stamp(line: str) -> datetime | None:
@@ -40,14 +42,15 @@ def start_times(text: str) -> dict:
     lines = text.splitlines()
     first = next((s for s in map(_stamp, lines) if s), None)
     loaded, ready = _stamp_of(lines, "Load weight end"), _stamp_of(lines, "The server is fired up")
-    graph_bs = re.search(r"cuda_graph_bs=\[([\d, ]*)\]", text)
+    graph_bs = re.search(GRAPH_SIZES, text)
+    sizes = next((group for group in graph_bs.groups() if group), "") if graph_bs else ""
     return {
         "prebuild_s": _first(PREBUILD, text),
         "weights_loaded_s": (loaded - first).total_seconds() if first and loaded else None,
         "decode_capture_s": _first(CAPTURE, text),
         "piecewise_capture_s": _first(PIECEWISE, text),
         "ready_s": (ready - first).total_seconds() if first and ready else None,
-        "decode_graph_sizes": len(graph_bs.group(1).split(",")) if graph_bs and graph_bs.group(1) else 0,
+        "decode_graph_sizes": len(sizes.split(",")) if sizes else 0,
         "piecewise": "disable_piecewise_cuda_graph=False" in text or re.search(PIECEWISE, text) is not None,
     }
 
