@@ -334,8 +334,9 @@ def swa(choice, out):
 # running windows), both off or both on; the -r48 setups also cap the running requests at 48
 KV_OFF = "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX=0 SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS=0"
 KV_ON = "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX=1 SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS=1"
-KV_SETUPS = {"off": KV_OFF, "on": KV_ON, "off-r48": f"{KV_OFF} --max-running-requests 48",
-             "on-r48": f"{KV_ON} --max-running-requests 48"}
+# -rN: at most N running requests, the bound 0017 sizes the SWA pool for (32 x 9000 tokens fit its full pool)
+KV_SETUPS = {"off": KV_OFF, "on": KV_ON, **{f"{side}-r{n}": f"{env} --max-running-requests {n}" for n in (32, 48)
+                                             for side, env in (("off", KV_OFF), ("on", KV_ON))}}
 KV_PARTS = (*KV_SETUPS, "parity", "canary", "memory")
 # decode graphs up to the 64 requests the workloads run; no prefill graphs: shorter starts, and sglang's KV
 # canary needs them off
@@ -344,7 +345,7 @@ KV_FLAGS = (*presets.DECODE_GRAPHS, "--cuda-graph-backend-prefill", "disabled")
 
 def kv_capacity(choice, out):
     """patches 0016/0017 (both opt-in) on the full 26B-A4B shape, patched build, one part per call (CHOICE, default
-    off,on): setups off, on, off-r48, on-r48 (--max-running-requests 48) under summarization 80 x 8000/1000 and chat
+    off,on): setups off, on, off-r32, on-r32, off-r48, on-r48 (--max-running-requests 32 or 48) under summarization 80 x 8000/1000 and chat
     at 32 and 64 at once ($KV_WORKLOADS); parity (26B-A4B, E4B vs transformers, both on); canary (both on, 32 running,
     chat at 64, sglang's KV canary raising on a freed or overwritten slot); memory (the $KV_MEMORY_VARIANTS presets,
     default 31b e4b, off then on). Each call ends with the memory and KV-capacity table of every server logged so far
