@@ -91,10 +91,14 @@ def test_every_switch_a_server_is_given_is_read_by_the_patched_tree():
     assert sorted(s for s in switches if s not in source) == []
 
 
+def mtp_servers() -> list[tuple[dict, list[str]]]:
+    return [(env, argv) for _, env, argv in commands("sglang.launch_server") if "--speculative-algorithm" in argv]
+
+
 def test_every_mtp_server_simulates_its_variants_acceptance():
-    """Dummy weights accept every draft token: each MTP server of every stage (smoke, bench) runs with the
-    simulated acceptance of presets.py, whose switches the patched tree reads."""
-    mtp = [(env, argv) for _, env, argv in commands("sglang.launch_server") if "--speculative-algorithm" in argv]
+    """Dummy weights accept every draft token: each MTP server of dummy weights in every stage (smoke, bench) runs
+    with the simulated acceptance of presets.py, whose switches the patched tree reads."""
+    mtp = [(env, argv) for env, argv in mtp_servers() if "dummy" in argv]
     variants = {Path(argv[argv.index("--model-path") + 1]).name for _, argv in mtp}
     assert variants == set(presets.SIMULATED_ACCEPT_LEN)  # mtp's smoke on both, and the benches
     assert len(mtp) >= 7  # mtp (2 builds x 2 variants), mtp-fill's on side, tiles-ab's two MTP setups
@@ -103,6 +107,20 @@ def test_every_mtp_server_simulates_its_variants_acceptance():
         assert {k: env.get(k) for k in presets.simulated_acceptance(variant)} == presets.simulated_acceptance(variant)
     environ = (TREE / "python" / "sglang" / "srt" / "environ.py").read_text()
     assert all(key in environ for key in presets.simulated_acceptance("31b"))
+
+
+def test_mtp_greedy_serves_its_own_drafts_with_real_acceptance_under_a_small_kv_budget():
+    real = [(env, argv) for env, argv in mtp_servers() if "dummy" not in argv]
+    assert {Path(argv[argv.index("--model-path") + 1]).name for _, argv in real} == {"26b-a4b", "31b"}
+    for env, argv in real:
+        model = argv[argv.index("--model-path") + 1]
+        assert argv[argv.index("--speculative-draft-model-path") + 1] == f"{model}-assistant"
+        assert not set(env) & set(presets.simulated_acceptance("31b"))
+        parsed = parse_server_args(argv[3:])
+        assert (parsed.max_total_tokens, parsed.swa_full_tokens_ratio) == (32768, 0.25)
+    off = [argv for _, _, argv in commands("sglang.launch_server") if "mtp-greedy" in " ".join(argv)
+           and "--speculative-algorithm" not in argv]
+    assert len(off) == 2  # each variant also served without MTP, the same flags otherwise
 
 
 def test_an_mtp_comparison_names_a_bare_build_to_give_it_the_simulated_acceptance(tmp_path):

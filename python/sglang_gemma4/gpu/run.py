@@ -27,7 +27,7 @@ from sglang_gemma4.gpu.server import REPO, describe, in_build
 
 # The harness modules that start servers (or bench_one_batch) and print their command lines on --dry-run.
 DRY_RUNS = {f"sglang_gemma4.gpu.{m}" for m in ("smoke", "bench", "parity", "step_trace", "profile", "memory",
-                                                "bad_input", "repro")}
+                                                "bad_input", "repro", "mtp_greedy")}
 
 
 @dataclass(frozen=True)
@@ -223,6 +223,13 @@ def mtp_ab(choice, out):
             for step in mtp_sides(f"mtp-ab-{v}", v, ("batch1", "chat"), presets.BENCH_GRAPHS, out)]
 
 
+def mtp_greedy(choice, out):
+    """greedy decoding with MTP vs without, patched build, reduced random-weight targets and drafts built to agree
+    with them on 70% of the tokens, under a load that fills the SWA pool: every token must match, the accept
+    length must be partial (CHOICE, default 26b-a4b,31b)"""
+    return [harness("mtp_greedy", "--out", str(out / "mtp-greedy"), "--variants", *(choice or ["26b-a4b", "31b"]))]
+
+
 def yoco(choice, out):
     """patch 0080 (on by default): E2B/E4B parity vs transformers with SGLANG_GEMMA4_YOCO=1 (graphs off), whole and
     in 256-token chunks, then off vs on with the radix cache and prefill graphs off ($YOCO_WORKLOADS)"""
@@ -380,7 +387,8 @@ def baseline(choice, out):
 
 
 EXPERIMENTS = {"mtp": mtp, "routing": routing, "kernels": kernels, "profile": profile, "step-trace": step_trace,
-               "memory": memory, "tp2-parity": tp2_parity, "tp2-ab": tp2_ab, "mtp-fill": mtp_fill, "mtp-ab": mtp_ab, "yoco": yoco,
+               "memory": memory, "tp2-parity": tp2_parity, "tp2-ab": tp2_ab, "mtp-fill": mtp_fill, "mtp-ab": mtp_ab,
+               "mtp-greedy": mtp_greedy, "yoco": yoco,
                "moe-tune": moe_tune, "coldstart": coldstart, "tiles": tiles, "decode-tiles": decode_tiles,
                "opt-in-ab": opt_in_ab, "tiles-ab": tiles_ab, "mm-ab": mm_ab, "swa": swa, "kv-capacity": kv_capacity,
                "baseline": baseline}

@@ -96,6 +96,7 @@ class Server:
     log_path: Path
     model: str | None = None
     mtp: bool = False  # the preset's MTP (assistant draft) mode
+    draft: str | None = None  # the MTP draft checkpoint (default: the preset's config-only one)
     port: int = 30000
     extra: list[str] = field(default_factory=list)
     env: dict = field(default_factory=dict)
@@ -109,7 +110,7 @@ class Server:
     def launch_args(self) -> list[str]:
         """The launch preset's arguments for this server; extra flags last, so that they win."""
         return [self.variant, "--port", str(self.port), *(["--model", self.model] if self.model else []),
-                *(["--mtp"] if self.mtp else []), "--", *self.extra]
+                *(["--mtp"] if self.mtp else []), *(["--draft", self.draft] if self.draft else []), "--", *self.extra]
 
     def describe(self) -> str:
         """The server's command line as the launch preset expands it, with its build and environment
