@@ -153,6 +153,8 @@ def test_generated_index_table_and_bench_lines_are_current(runs):
     readme = ROOT / "README.md"
     _, table, _ = between(readme.read_text(), result_text.RESULTS_BEGIN, result_text.RESULTS_END, readme)
     assert table.strip() == result_text.results_table(runs, pin.version), "README results table is stale: run `make readme`"
+    _, mtp, _ = between(readme.read_text(), result_text.MTP_BEGIN, result_text.MTP_END, readme)
+    assert mtp.strip() == result_text.mtp_table(runs), "README MTP table is stale: run `make readme`"
     for name in Series.load(ROOT / "patches").names:
         bench = PatchFile.read(ROOT / "patches" / name).fields["Bench"]
         expected = result_text.bench_line(name, runs, pin.version)

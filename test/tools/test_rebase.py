@@ -15,7 +15,7 @@ from test_results import make_run
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.pin import Pin
 from sglang_gemma4.stack.readme_table import BEGIN, DROPPED_BEGIN, DROPPED_END, END
-from sglang_gemma4.stack.result_text import RESULTS_BEGIN, RESULTS_END
+from sglang_gemma4.stack.result_text import MTP_BEGIN, MTP_END, RESULTS_BEGIN, RESULTS_END
 from sglang_gemma4.stack.results import RESULTS_DIR
 
 NEW_VERSION = "0.5.99"
@@ -44,7 +44,7 @@ def newer_release(checkout, tmp: Path, edits: dict[str, str]) -> list[Path]:
 
 def with_readme(checkout) -> None:
     (checkout.root / "README.md").write_text(f"# test\n\n{BEGIN}\nold table\n{END}\n\n{DROPPED_BEGIN}\nold\n{DROPPED_END}\n"
-                                             f"\n{RESULTS_BEGIN}\nold\n{RESULTS_END}\n")
+                                             f"\n{RESULTS_BEGIN}\nold\n{RESULTS_END}\n\n{MTP_BEGIN}\nold\n{MTP_END}\n")
 
 
 def repository_files(checkout) -> dict[str, str]:
@@ -156,7 +156,7 @@ def test_upstream_by_text_is_proposed_and_dropped(checkout, up, tmp_path):
     assert "0020-clean.patch" in series.split("dropped")[-1]
     readme = (checkout.root / "README.md").read_text()  # the dropped table, generated from that comment
     assert f"| 0010-landed | in the move to {NEW_VERSION} | already upstream (text)" in readme
-    assert f"pinned to sglang {NEW_VERSION}; no run on {NEW_VERSION} yet" in readme  # the results table too
+    assert f"No run on sglang {NEW_VERSION} yet" in readme  # the results table too
 
 
 def upstream_by_tests_series(checkout, up) -> dict[str, str]:
