@@ -102,7 +102,6 @@ class FrontEnd:
         return Answer(response.status_code, json.loads(response.body).get("error", {}).get("message", "")
                       if endpoint == "/generate" else json.loads(response.body).get("message", ""))
 
-
     def answer_with(self, endpoint: str, payload: dict, output: dict) -> tuple[int, list]:
         """An OpenAI route's answer to `payload` when the scheduler answers it with `output` (what the
         tokenizer manager yields): the HTTP status and the JSON body, or each event of its stream."""

@@ -35,11 +35,10 @@ from pathlib import Path
 
 from sglang_gemma4.gpu.checkpoint import ordinary_ids, token_ids, write_checkpoint
 from sglang_gemma4.gpu.pool_usage import parse, summary
-from sglang_gemma4.gpu.presets import MTP_STEPS
+from sglang_gemma4.gpu.presets import MTP_STEPS, SIMULATED_ACCEPT_LEN
 from sglang_gemma4.gpu.server import Server, http_json
 from sglang_gemma4.gpu.variants import COMMON, assistant_text_config
 
-VARIANTS = ("26b-a4b", "31b")
 LAYERS = 4
 DRAFT_AGREEMENT = 0.7
 ACCEPT_RANGE = (1.5, 3.5)
@@ -270,7 +269,7 @@ def check(variant: str, checkpoints: Path, out: Path, seed: int) -> dict:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True)
-    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    p.add_argument("--variants", nargs="+", default=list(SIMULATED_ACCEPT_LEN), choices=list(SIMULATED_ACCEPT_LEN))
     p.add_argument("--checkpoints", default="checkpoints/mtp-greedy")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dry-run", action="store_true", help="print each server's command line instead of running")

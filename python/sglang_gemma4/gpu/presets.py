@@ -43,7 +43,7 @@ MTP = ("--speculative-algorithm", "NEXTN", "--speculative-num-steps", str(MTP_ST
        "--speculative-num-draft-tokens", str(MTP_DRAFT_TOKENS), "--speculative-eagle-topk", "1")
 # On dummy weights the draft agrees with the target every time, so every step would accept all
 # MTP_DRAFT_TOKENS: every MTP benchmark serves with sglang's simulated acceptance instead, at the
-# reference fork's real accept lengths (chat).
+# reference fork's real accept lengths (chat). Its keys are the variants the preset serves with a draft.
 SIMULATED_ACCEPT_LEN = {"26b-a4b": 2.8, "31b": 3.1}
 
 # Extra flags that the harness adds after the preset (the last of a repeated flag wins):

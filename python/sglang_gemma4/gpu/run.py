@@ -219,7 +219,7 @@ def mtp_fill(choice, out):
 def mtp_ab(choice, out):
     """MTP off vs on, patched build, same call, MTP at the variant's simulated acceptance (CHOICE, default
     26b-a4b,31b): batch-1 decode and chat at 32 ($MTP_WORKLOADS; $MTP_SETUPS, $MTP_ENV as in mtp-fill)"""
-    return [step for v in choice or ["26b-a4b", "31b"]
+    return [step for v in choice or list(presets.SIMULATED_ACCEPT_LEN)
             for step in mtp_sides(f"mtp-ab-{v}", v, ("batch1", "chat"), presets.BENCH_GRAPHS, out)]
 
 
@@ -227,7 +227,7 @@ def mtp_greedy(choice, out):
     """greedy decoding with MTP vs without, patched build, reduced random-weight targets and drafts built to agree
     with them on 70% of the tokens, under a load that fills the SWA pool: every token must match, the accept
     length must be partial (CHOICE, default 26b-a4b,31b)"""
-    return [harness("mtp_greedy", "--out", str(out / "mtp-greedy"), "--variants", *(choice or ["26b-a4b", "31b"]))]
+    return [harness("mtp_greedy", "--out", str(out / "mtp-greedy"), "--variants", *(choice or list(presets.SIMULATED_ACCEPT_LEN)))]
 
 
 def yoco(choice, out):
@@ -338,10 +338,10 @@ def swa(choice, out):
 
 
 # patches 0016/0017's opt-in switches (the SWA lock released as the window slides, the SWA pool sized for the
-# running windows), both off or both on; the -r48 setups also cap the running requests at 48
+# running windows), both off or both on; -rN also caps the running requests at N, the bound 0017 sizes the SWA
+# pool for (at 32, 32 requests of 9000 tokens fit its full pool)
 KV_OFF = "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX=0 SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS=0"
 KV_ON = "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX=1 SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS=1"
-# -rN: at most N running requests, the bound 0017 sizes the SWA pool for (32 x 9000 tokens fit its full pool)
 KV_SETUPS = {"off": KV_OFF, "on": KV_ON, **{f"{side}-r{n}": f"{env} --max-running-requests {n}" for n in (32, 48)
                                              for side, env in (("off", KV_OFF), ("on", KV_ON))}}
 KV_PARTS = (*KV_SETUPS, "parity", "canary", "memory")
@@ -352,8 +352,8 @@ KV_FLAGS = (*presets.DECODE_GRAPHS, "--cuda-graph-backend-prefill", "disabled")
 
 def kv_capacity(choice, out):
     """patches 0016/0017 (both opt-in) on the full 26B-A4B shape, patched build, one part per call (CHOICE, default
-    off,on): setups off, on, off-r32, on-r32, off-r48, on-r48 (--max-running-requests 32 or 48) under summarization 80 x 8000/1000 and chat
-    at 32 and 64 at once ($KV_WORKLOADS); parity (26B-A4B, E4B vs transformers, both on); canary (both on, 32 running,
+    off,on): setups off, on, off-r32, on-r32, off-r48, on-r48 (--max-running-requests 32 or 48) under
+    summarization 80 x 8000/1000 and chat at 32 and 64 at once ($KV_WORKLOADS); parity (26B-A4B, E4B vs transformers, both on); canary (both on, 32 running,
     chat at 64, sglang's KV canary raising on a freed or overwritten slot); memory (the $KV_MEMORY_VARIANTS presets,
     default 31b e4b, off then on). Each call ends with the memory and KV-capacity table of every server logged so far
     (kv-capacity/memory.md; $VLLM_LOG adds a vLLM log)"""

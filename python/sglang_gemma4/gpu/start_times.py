@@ -21,7 +21,7 @@ CAPTURE = r"Capture (?:cuda graph|target decode CUDA graph) end\. (?:Time elapse
 PIECEWISE = r"Capture (?:piecewise|target prefill) CUDA graph end\. (?:Time elapsed: |elapsed=)([\d.]+) s"
 PREBUILD = r"^prebuild: \d+ of \d+ modules ready in ([\d.]+) s"
 # the decode graphs' batch sizes: 0.5.12 logs them with the server arguments, 0.5.17 where it captures
-GRAPH_SIZES = r"cuda_graph_bs=\[([\d, ]*)\]|Capture target decode CUDA graph begin\..* bs=\[([\d, ]*)\]"
+GRAPH_SIZES = r"(?:cuda_graph_bs=|Capture target decode CUDA graph begin\..* bs=)\[([\d, ]*)\]"
 
 
 def _stamp(line: str) -> datetime | None:
@@ -43,14 +43,13 @@ def start_times(text: str) -> dict:
     first = next((s for s in map(_stamp, lines) if s), None)
     loaded, ready = _stamp_of(lines, "Load weight end"), _stamp_of(lines, "The server is fired up")
     graph_bs = re.search(GRAPH_SIZES, text)
-    sizes = next((group for group in graph_bs.groups() if group), "") if graph_bs else ""
     return {
         "prebuild_s": _first(PREBUILD, text),
         "weights_loaded_s": (loaded - first).total_seconds() if first and loaded else None,
         "decode_capture_s": _first(CAPTURE, text),
         "piecewise_capture_s": _first(PIECEWISE, text),
         "ready_s": (ready - first).total_seconds() if first and ready else None,
-        "decode_graph_sizes": len(sizes.split(",")) if sizes else 0,
+        "decode_graph_sizes": len(graph_bs.group(1).split(",")) if graph_bs and graph_bs.group(1) else 0,
         "piecewise": "disable_piecewise_cuda_graph=False" in text or re.search(PIECEWISE, text) is not None,
     }
 
