@@ -131,6 +131,15 @@ def test_an_mtp_comparison_names_a_bare_build_to_give_it_the_simulated_acceptanc
     assert bench.argv[bench.argv.index("--builds") + 1] == "--config"  # no plain build left
 
 
+def test_mtp_flags_replace_the_graph_flags_of_both_mtp_ab_sides(tmp_path, monkeypatch):
+    def tails(steps):
+        return [list(s.argv[s.argv.index("--") + 1:]) for s in steps if "--" in s.argv]
+
+    assert tails(run.expand("mtp-ab:31b", tmp_path)) == [list(presets.BENCH_GRAPHS)] * 2
+    monkeypatch.setenv("MTP_FLAGS", " ".join(presets.BENCH_GRAPHS_DECODE_ONLY))
+    assert tails(run.expand("mtp-ab:31b", tmp_path)) == [list(presets.BENCH_GRAPHS_DECODE_ONLY)] * 2
+
+
 def test_every_module_of_this_package_imports_and_accepts_its_arguments():
     runs = commands("sglang_gemma4.")
     modules = {argv[2] for _, _, argv in runs}

@@ -218,9 +218,11 @@ def mtp_fill(choice, out):
 
 def mtp_ab(choice, out):
     """MTP off vs on, patched build, same call, MTP at the variant's simulated acceptance (CHOICE, default
-    26b-a4b,31b): batch-1 decode and chat at 32 ($MTP_WORKLOADS; $MTP_SETUPS, $MTP_ENV as in mtp-fill)"""
+    26b-a4b,31b): batch-1 decode and chat at 32 ($MTP_WORKLOADS; $MTP_SETUPS, $MTP_ENV as in mtp-fill; $MTP_FLAGS
+    replaces the servers' graph flags, e.g. decode graphs only for a shorter 31B start)"""
+    flags = tuple(knob("MTP_FLAGS", " ".join(presets.BENCH_GRAPHS)))
     return [step for v in choice or list(presets.SIMULATED_ACCEPT_LEN)
-            for step in mtp_sides(f"mtp-ab-{v}", v, ("batch1", "chat"), presets.BENCH_GRAPHS, out)]
+            for step in mtp_sides(f"mtp-ab-{v}", v, ("batch1", "chat"), flags, out)]
 
 
 def mtp_greedy(choice, out):
