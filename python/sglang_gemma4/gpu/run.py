@@ -27,7 +27,7 @@ from sglang_gemma4.gpu.server import REPO, describe, in_build
 
 # The harness modules that start servers (or bench_one_batch) and print their command lines on --dry-run.
 DRY_RUNS = {f"sglang_gemma4.gpu.{m}" for m in ("smoke", "bench", "parity", "step_trace", "profile", "memory",
-                                                "bad_input", "repro", "mtp_greedy")}
+                                                "bad_input", "repro", "mtp_greedy", "spec_step")}
 
 
 @dataclass(frozen=True)
@@ -232,6 +232,15 @@ def mtp_greedy(choice, out):
     return [harness("mtp_greedy", "--out", str(out / "mtp-greedy"), "--variants", *(choice or list(presets.SIMULATED_ACCEPT_LEN)))]
 
 
+def spec_step(choice, out):
+    """one frozen-KV MTP step by part (draft loop, verify, the gaps between) at batch 1, 4, 16, 32 and the variant's
+    simulated acceptance, pristine then patched ($SPEC_BUILDS), per variant (CHOICE, default 26b-a4b,31b); decode
+    graphs to 32, no prefill graphs (only decode is traced)"""
+    return [harness("spec_step", "--variant", v, "--build", build, "--out", str(out / "spec-step"), "--",
+                    *DECODE_ONLY)
+            for v in choice or list(presets.SIMULATED_ACCEPT_LEN) for build in knob("SPEC_BUILDS", "pristine patched")]
+
+
 def yoco(choice, out):
     """patch 0080 (on by default): E2B/E4B parity vs transformers with SGLANG_GEMMA4_YOCO=1 (graphs off), whole and
     in 256-token chunks, then off vs on with the radix cache and prefill graphs off ($YOCO_WORKLOADS)"""
@@ -390,7 +399,7 @@ def baseline(choice, out):
 
 EXPERIMENTS = {"mtp": mtp, "routing": routing, "kernels": kernels, "profile": profile, "step-trace": step_trace,
                "memory": memory, "tp2-parity": tp2_parity, "tp2-ab": tp2_ab, "mtp-fill": mtp_fill, "mtp-ab": mtp_ab,
-               "mtp-greedy": mtp_greedy, "yoco": yoco,
+               "mtp-greedy": mtp_greedy, "spec-step": spec_step, "yoco": yoco,
                "moe-tune": moe_tune, "coldstart": coldstart, "tiles": tiles, "decode-tiles": decode_tiles,
                "opt-in-ab": opt_in_ab, "tiles-ab": tiles_ab, "mm-ab": mm_ab, "swa": swa, "kv-capacity": kv_capacity,
                "baseline": baseline}

@@ -268,7 +268,7 @@ def trace_batch(server: Server, batch: int, steps: int, out: Path, name: str) ->
     return rows, context, accept
 
 
-def main() -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--variant", choices=sorted(SIMULATED_ACCEPT_LEN))
     parser.add_argument("--out")
@@ -277,16 +277,27 @@ def main() -> int:
     parser.add_argument("--accept-len", type=float, help="simulated accept length (default: the variant's)")
     parser.add_argument("--steps", type=int, default=40, help="scheduler steps traced per batch size")
     parser.add_argument("--report", type=Path, metavar="JSONL", help="only rewrite the .md beside this .jsonl")
+    parser.add_argument("--dry-run", action="store_true", help="print the server's command line instead of running")
     parser.add_argument("flags", nargs="*", help="launch_server flags, after --")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> int:
+    args = parser().parse_args()
     if args.report:
         records = [json.loads(line) for line in args.report.read_text().splitlines()]
         print(summarize(records))
         args.report.with_suffix(".md").write_text(summarize(records))
         return 0
     if not (args.variant and args.out):
-        parser.error("--variant and --out are required (or --report)")
+        parser().error("--variant and --out are required (or --report)")
     out, accept = Path(args.out), args.accept_len or SIMULATED_ACCEPT_LEN[args.variant]
+    stem = f"{args.variant}-{args.build}-spec-step"
+    server = Server(args.variant, args.build, out / f"{stem}.server.log", mtp=True, extra=args.flags,
+                    env=simulated_acceptance(args.variant, accept))
+    if args.dry_run:
+        print(server.describe())
+        return 0
     out.mkdir(parents=True, exist_ok=True)
     target_dir = REPO / "checkpoints" / args.variant
     if not (target_dir / "config.json").is_file():  # the launch preset's config-only checkpoint
@@ -294,10 +305,8 @@ def main() -> int:
     target, draft = weight_bytes(target_dir), draft_weight_bytes(args.variant)
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                          text=True).stdout.strip().splitlines()[0]
-    stem = f"{args.variant}-{args.build}-spec-step"
     records = []
-    with Server(args.variant, args.build, out / f"{stem}.server.log", mtp=True, extra=args.flags,
-                env=simulated_acceptance(args.variant, accept)) as server:
+    with server:
         for batch in args.batch_sizes:
             rows, context, logged = trace_batch(server, batch, args.steps, out, f"{stem}-batch{batch}")
             problem = full_acceptance_problem(logged)
