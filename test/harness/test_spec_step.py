@@ -147,7 +147,7 @@ class FakeGenerate(BaseHTTPRequestHandler):
         self.send_response(200)
         self.end_headers()
         for tokens in (3, 6, 9):
-            meta = {"completion_tokens": tokens, "spec_accept_length": tokens / 3 + 1}
+            meta = {"completion_tokens": tokens}
             self.wfile.write(b"data: " + json.dumps({"text": "x", "meta_info": meta}).encode() + b"\n\n")
         self.wfile.write(b"data: [DONE]\n\n")
 
@@ -176,7 +176,20 @@ def test_stream_keeps_the_latest_counts(fake_server):
     stream = Stream(f"http://127.0.0.1:{fake_server.server_port}", seed=0)
     stream.start()
     stream.join(30)
-    assert (stream.tokens, stream.accept_len, stream.error) == (9, 4.0, None)
+    assert (stream.tokens, stream.error) == (9, None)
+
+
+def test_the_accept_length_is_read_from_the_decode_lines_after_the_mark(tmp_path):
+    log = tmp_path / "server.log"
+    line = ("[2026-11-25 04:50:11] Decode batch, #running-req: 4, #full token: 246, accept len: {}, accept rate: 0.72, "
+            "cuda graph: True\n")
+    log.write_text(line.format("4.00") * 3)
+    mark = log.stat().st_size
+    with open(log, "a") as f:
+        f.write("".join(line.format(v) for v in ("3.15", "2.95", "3.05")))
+    assert spec_step.logged_accept_len(log, mark) == 3.05
+    with pytest.raises(RuntimeError, match="no decode line with an accept length"):
+        spec_step.logged_accept_len(log, log.stat().st_size)
 
 
 def test_drained_once_no_request_runs(fake_server):

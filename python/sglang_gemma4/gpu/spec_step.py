@@ -20,7 +20,7 @@ start). The target's experts count as many distinct experts as the batch x 4 ver
 expected to pick under uniform routing: the trace cannot tell which experts ran. To measure them,
 serve random-weight checkpoints (dummy weights route every token alike) with sglang's
 `--expert-distribution-recorder-mode per_pass` and read, per verify pass and layer, the distinct
-expert ids from /dump_expert_distribution_record. A run whose streams logged the maximum accept
+expert ids from /dump_expert_distribution_record. A run whose server logged the maximum accept
 length (every draft accepted: the simulation did not apply) is refused. The draft loop's graph and
 the verify graph are told apart by their kernel counts (the target's layers outnumber three forwards
 of the 4-layer assistant), which assumes sglang's default full decode graphs: one graph launch per
@@ -50,7 +50,8 @@ from sglang_gemma4.gpu.variants import VARIANTS, assistant_text_config, text_con
 
 PROMPT_LEN, OUTPUT_LEN, TRACE_AFTER = 128, 1024, 64
 DRAFT_FORWARDS = MTP_STEPS  # one draft forward per step
-FORWARD_END = re.compile("softmax", re.IGNORECASE)  # each draft forward ends with a softmax over its logits
+FORWARD_END = re.compile("softmax", re.IGNORECASE)
+ACCEPT_LEN = re.compile(r"accept len: ([0-9.]+)")  # in the scheduler's decode lines, every 40 steps  # each draft forward ends with a softmax over its logits
 PARTS = ("period", "draft_busy", "pre_verify_busy", "pre_verify_idle", "verify_busy", "post_verify_busy",
          "post_verify_idle")
 
@@ -183,13 +184,12 @@ def summarize(records: list[dict]) -> str:
 
 
 class Stream(threading.Thread):
-    """One greedy request, streamed until `close` is set; keeps its latest completion-token count
-    and the accept length the server reports for it."""
+    """One greedy request, streamed until `close` is set; keeps its latest completion-token count."""
 
     def __init__(self, url: str, seed: int):
         super().__init__(daemon=True)
         self.url, self.seed = url, seed
-        self.tokens, self.accept_len, self.error = 0, None, None
+        self.tokens, self.error = 0, None
         self.close = threading.Event()
 
     def run(self) -> None:
@@ -203,9 +203,7 @@ class Stream(threading.Thread):
                     if self.close.is_set():
                         return
                     if line.startswith(b"data:") and line.strip() != b"data: [DONE]":
-                        meta = json.loads(line[5:])["meta_info"]
-                        self.tokens = meta["completion_tokens"]
-                        self.accept_len = meta.get("spec_accept_length", self.accept_len)
+                        self.tokens = json.loads(line[5:])["meta_info"]["completion_tokens"]
         except OSError as e:
             self.error = e
 
@@ -233,15 +231,20 @@ def wait_drained(url: str, timeout: float) -> None:
         time.sleep(0.5)
 
 
-def logged_accept_len(streams: list[Stream]) -> float:
-    reported = [s.accept_len for s in streams if s.accept_len is not None]
-    if not reported:
-        raise RuntimeError("the server reported no spec_accept_length: is speculative decoding on?")
-    return statistics.median(reported)
+def logged_accept_len(log: Path, since: int) -> float:
+    """The median accept length of the scheduler's decode lines written to `log` after byte `since` (a
+    streamed request's meta_info carries none until it finishes, and the traced streams never do)."""
+    with open(log, "rb") as f:
+        f.seek(since)
+        found = [float(v) for v in ACCEPT_LEN.findall(f.read().decode(errors="replace"))]
+    if not found:
+        raise RuntimeError(f"{log}: no decode line with an accept length: is speculative decoding on?")
+    return statistics.median(found)
 
 
 def trace_batch(server: Server, batch: int, steps: int, out: Path, name: str) -> tuple[list[dict], int, float]:
     """(steps, context at the trace's start, median logged accept length) of `batch` streams."""
+    log_start = server.log_path.stat().st_size  # the last batch size's streams are drained: what follows is ours
     streams = [Stream(server.url, seed) for seed in range(batch)]
     for stream in streams:
         stream.start()
@@ -254,7 +257,7 @@ def trace_batch(server: Server, batch: int, steps: int, out: Path, name: str) ->
         if status != 200:
             raise RuntimeError(f"{name}: /start_profile answered {status}: {body[:300]}")
         trace = written_trace(trace_dir, timeout=300)
-        accept = logged_accept_len(streams)
+        accept = logged_accept_len(server.log_path, log_start)
     finally:
         for stream in streams:
             stream.close.set()
