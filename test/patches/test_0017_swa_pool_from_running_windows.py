@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from gemma4_config import server_args, write_config
+from swa_serving import Serving, publish_server_args, request, reset_context
 
 import sglang.srt.model_executor.pool_configurator as pool_configurator
 from sglang.srt.configs.model_config import ModelConfig
@@ -28,7 +29,8 @@ from sglang.srt.model_executor.pool_configurator import (
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
 PAGE = 1
-EVICTION_INTERVAL = 128  # sglang's SGLANG_SWA_EVICTION_INTERVAL default
+EVICTION_INTERVAL = 16  # the SWA maintenance interval with the switch on and SGLANG_SWA_EVICTION_INTERVAL unset
+VLLM_H100_26B_TOKENS = 148_709  # vLLM 0.26.0's KV cache for the 26B-A4B shape at 0.85 on an H100
 # KV bytes per token (K and V, bf16, all layers of each kind) of the published shapes
 SHAPES = {  # variant: (full-attention bytes, SWA bytes, sglang's window: the config's less one)
     "26b-a4b": (5 * 2 * 2 * 512 * 2, 25 * 2 * 8 * 256 * 2, 1023),
@@ -88,8 +90,43 @@ def test_26b_at_32_running_requests_holds_more_full_attention_tokens_than_the_ra
     ratio = HybridSWAPoolConfigurator(kvc).calculate_pool_sizes(int(H100_26B_BUDGET), PAGE)
     assert (ratio.full_max_total_num_tokens, ratio.swa_max_total_num_tokens) == (109_913, 87_930)
     # the server's own 8192-token chunks: 32 windows + 2 chunks in flight
-    assert config.swa_max_total_num_tokens == window_cap("26b-a4b", 32, 8192) == 53_281
-    assert config.full_max_total_num_tokens == 456_407
+    assert config.swa_max_total_num_tokens == window_cap("26b-a4b", 32, 8192) == 49_697
+    assert config.full_max_total_num_tokens == 492_247
+
+
+def test_26b_at_the_presets_64_decode_graphs_holds_more_tokens_than_vllm(tmp_path):
+    """The launch preset captures decode graphs to 64 and sets no --max-running-requests."""
+    kvc = kv_cache_configurator(tmp_path, "26b-a4b")
+    kvc.server_args.cuda_graph_config.decode.max_bs = 64
+    config = create_memory_pool_configurator(kvc).calculate_pool_sizes(int(H100_26B_BUDGET), PAGE)
+    assert config.swa_max_total_num_tokens == window_cap("26b-a4b", 64, 8192) == 83_009
+    assert config.full_max_total_num_tokens == 159_127 > VLLM_H100_26B_TOKENS
+
+
+def test_an_eviction_interval_the_user_set_wins(tmp_path, monkeypatch):
+    """At sglang's default of 128 steps 64 windows need more SWA tokens than the ratio gives."""
+    monkeypatch.setenv("SGLANG_SWA_EVICTION_INTERVAL", "128")
+    kvc = kv_cache_configurator(tmp_path, "26b-a4b", "--max-running-requests", "64")
+    config = create_memory_pool_configurator(kvc).calculate_pool_sizes(int(H100_26B_BUDGET), PAGE)
+    assert (config.full_max_total_num_tokens, config.swa_max_total_num_tokens) == (109_913, 87_930)
+
+
+@pytest.mark.parametrize("interval", [None, "128"])
+def test_a_decoding_request_holds_at_most_its_window_and_one_interval(monkeypatch, interval):
+    """The scheduler's SWA maintenance runs at the interval the pool was sized with: sglang's own
+    allocator, radix cache and ScheduleBatch on CPU (swa_serving), a window of 8 tokens."""
+    if interval:
+        monkeypatch.setenv("SGLANG_SWA_EVICTION_INTERVAL", interval)
+    publish_server_args()
+    try:
+        serving = Serving(PAGE, 8, size=512, size_swa=256)
+        serving.admit(request("a", list(range(100, 120)), max_new_tokens=200))
+        held = []
+        serving.decode(100, lambda: held.append(serving.swa_slots_in_use() - serving.cache.swa_evictable_size()))
+    finally:
+        reset_context()
+    bound = 8 + EVICTION_INTERVAL + 2 * PAGE  # the window, one interval's decode tokens, the pages in flight
+    assert (max(held) <= bound) == (interval is None), max(held)
 
 
 def test_without_a_bound_the_decode_graph_batch_size_is_the_running_requests(tmp_path):
@@ -108,7 +145,7 @@ def test_31b_on_an_h100_keeps_the_ratio_even_for_8_running_requests(tmp_path):
 
 
 def test_the_ratio_stays_where_the_windows_need_more(tmp_path, caplog):
-    kvc = kv_cache_configurator(tmp_path, "26b-a4b", "--max-running-requests", "64")
+    kvc = kv_cache_configurator(tmp_path, "26b-a4b", "--max-running-requests", "96")
     with caplog.at_level(logging.INFO):
         config = create_memory_pool_configurator(kvc).calculate_pool_sizes(int(H100_26B_BUDGET), PAGE)
     assert (config.full_max_total_num_tokens, config.swa_max_total_num_tokens) == (109_913, 87_930)
@@ -120,8 +157,8 @@ def test_a_capped_budget_keeps_the_same_choice(tmp_path):
     kvc = kv_cache_configurator(tmp_path, "26b-a4b", "--max-running-requests", "32")
     configurator = create_memory_pool_configurator(kvc)
     capped = configurator.calculate_pool_sizes_from_max_tokens(200_000, PAGE)
-    assert (capped.full_max_total_num_tokens, capped.swa_max_total_num_tokens) == (200_000, 53_281)
-    # below 53,281 / 0.8 full tokens the ratio's SWA pool is the smaller one
+    assert (capped.full_max_total_num_tokens, capped.swa_max_total_num_tokens) == (200_000, 49_697)
+    # below 49,697 / 0.8 full tokens the ratio's SWA pool is the smaller one
     small = configurator.calculate_pool_sizes_from_max_tokens(60_000, PAGE)
     assert (small.full_max_total_num_tokens, small.swa_max_total_num_tokens) == (60_000, 48_000)
 
