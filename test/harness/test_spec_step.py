@@ -143,7 +143,7 @@ class FakeGenerate(BaseHTTPRequestHandler):
     """sglang's /generate stream: one data line a step, meta_info with the counts, then [DONE]."""
 
     def do_POST(self):
-        self.rfile.read(int(self.headers["Content-Length"]))
+        self.server.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
         self.send_response(200)
         self.end_headers()
         for tokens in (3, 6, 9):
@@ -166,7 +166,7 @@ class FakeGenerate(BaseHTTPRequestHandler):
 @pytest.fixture
 def fake_server():
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeGenerate)
-    server.polls = 0
+    server.polls, server.bodies = 0, []
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server
     server.shutdown()
@@ -177,6 +177,14 @@ def test_stream_keeps_the_latest_counts(fake_server):
     stream.start()
     stream.join(30)
     assert (stream.tokens, stream.error) == (9, None)
+
+
+def test_a_stream_sends_its_prompt_length_greedy(fake_server):
+    stream = spec_step.Stream(f"http://127.0.0.1:{fake_server.server_port}", seed=3, prompt_len=1500)
+    stream.start()
+    stream.join(30)
+    (body,) = fake_server.bodies
+    assert len(body["input_ids"]) == 1500 and body["sampling_params"]["temperature"] == 0
 
 
 def test_the_accept_length_is_read_from_the_decode_lines_after_the_mark(tmp_path):

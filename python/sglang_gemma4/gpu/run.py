@@ -235,9 +235,11 @@ def mtp_greedy(choice, out):
 def spec_step(choice, out):
     """one frozen-KV MTP step by part (draft loop, verify, the gaps between) at batch 1, 4, 16, 32 and the variant's
     simulated acceptance, pristine then patched ($SPEC_BUILDS), per variant (CHOICE, default 26b-a4b,31b); decode
-    graphs to 32, no prefill graphs (only decode is traced); $SPEC_BATCH_SIZES replaces the batch sizes"""
+    graphs to 32, no prefill graphs (only decode is traced); $SPEC_BATCH_SIZES replaces the batch sizes,
+    $SPEC_PROMPT_LEN the 128 prompt tokens of each stream"""
     return [harness("spec_step", "--variant", v, "--build", build, "--out", str(out / "spec-step"),
-                    "--batch-sizes", *knob("SPEC_BATCH_SIZES", "1 4 16 32"), "--", *DECODE_ONLY)
+                    "--batch-sizes", *knob("SPEC_BATCH_SIZES", "1 4 16 32"),
+                    "--prompt-len", *knob("SPEC_PROMPT_LEN", "128"), "--", *DECODE_ONLY)
             for v in choice or list(presets.SIMULATED_ACCEPT_LEN) for build in knob("SPEC_BUILDS", "pristine patched")]
 
 

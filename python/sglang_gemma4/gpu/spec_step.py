@@ -186,14 +186,14 @@ def summarize(records: list[dict]) -> str:
 class Stream(threading.Thread):
     """One greedy request, streamed until `close` is set; keeps its latest completion-token count."""
 
-    def __init__(self, url: str, seed: int):
+    def __init__(self, url: str, seed: int, prompt_len: int = PROMPT_LEN):
         super().__init__(daemon=True)
-        self.url, self.seed = url, seed
+        self.url, self.seed, self.prompt_len = url, seed, prompt_len
         self.tokens, self.error = 0, None
         self.close = threading.Event()
 
     def run(self) -> None:
-        payload = {"input_ids": [1000 + (self.seed * 7 + i) % 5000 for i in range(PROMPT_LEN)], "stream": True,
+        payload = {"input_ids": [1000 + (self.seed * 7 + i) % 5000 for i in range(self.prompt_len)], "stream": True,
                    "sampling_params": {"max_new_tokens": OUTPUT_LEN, "ignore_eos": True, "temperature": 0}}
         request = urllib.request.Request(self.url + "/generate", data=json.dumps(payload).encode(),
                                          headers={"Content-Type": "application/json"})
@@ -242,15 +242,16 @@ def logged_accept_len(log: Path, since: int) -> float:
     return statistics.median(found)
 
 
-def trace_batch(server: Server, batch: int, steps: int, out: Path, name: str) -> tuple[list[dict], int, float]:
+def trace_batch(server: Server, batch: int, steps: int, out: Path, name: str,
+                prompt_len: int = PROMPT_LEN) -> tuple[list[dict], int, float]:
     """(steps, context at the trace's start, median logged accept length) of `batch` streams."""
     log_start = server.log_path.stat().st_size  # the last batch size's streams are drained: what follows is ours
-    streams = [Stream(server.url, seed) for seed in range(batch)]
+    streams = [Stream(server.url, seed, prompt_len) for seed in range(batch)]
     for stream in streams:
         stream.start()
     try:
         wait_for(streams, TRACE_AFTER, timeout=300)
-        context = PROMPT_LEN + min(s.tokens for s in streams)
+        context = prompt_len + min(s.tokens for s in streams)
         trace_dir = out / f"{name}-trace"
         status, body = http_json("POST", server.url + "/start_profile", {
             "output_dir": str(trace_dir), "num_steps": steps, "activities": ["GPU"], "record_shapes": False})
@@ -279,6 +280,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 4, 16, 32])
     parser.add_argument("--accept-len", type=float, help="simulated accept length (default: the variant's)")
     parser.add_argument("--steps", type=int, default=40, help="scheduler steps traced per batch size")
+    parser.add_argument("--prompt-len", type=int, default=PROMPT_LEN,
+                        help="prompt tokens per stream: the context the verify's attention reads (chat: ~1500)")
     parser.add_argument("--report", type=Path, metavar="JSONL", help="only rewrite the .md beside this .jsonl")
     parser.add_argument("--dry-run", action="store_true", help="print the server's command line instead of running")
     parser.add_argument("flags", nargs="*", help="launch_server flags, after --")
@@ -311,7 +314,8 @@ def main() -> int:
     records = []
     with server:
         for batch in args.batch_sizes:
-            rows, context, logged = trace_batch(server, batch, args.steps, out, f"{stem}-batch{batch}")
+            rows, context, logged = trace_batch(server, batch, args.steps, out, f"{stem}-batch{batch}",
+                                                args.prompt_len)
             problem = full_acceptance_problem(logged)
             if problem:
                 raise RuntimeError(f"batch {batch}: {problem}")
