@@ -152,3 +152,29 @@ def test_the_table_names_the_divergence_and_the_errors():
     assert "| 31b | 40 | 10240 | (3, 17) | 2.5; 2.53 | 0.99; 0.98 | 0; 1 | NO |" in lines
     assert "| 26b-a4b | - | - | error: RuntimeError: died | - | - | - | NO |" in lines
     json.dumps(row())  # rows go to mtp-greedy.jsonl as they are
+
+
+def test_a_server_that_died_names_the_error_its_log_ends_with(tmp_path):
+    import subprocess
+    import sys
+
+    from sglang_gemma4.gpu.server import Server
+
+    log = tmp_path / "31b-mtp-off.log"
+    log.write_text("[2026-11-25 04:54:01] Scheduler hit an exception: Traceback (most recent call last):\n"
+                   '  File "scheduler.py", line 3972, in on_idle\n'
+                   "ValueError: pool memory leak detected! [full] total=32768, available=634, evictable=32134\n"
+                   "[swa] total=8192, available=602, evictable=7053\n"
+                   "[2026-11-25 04:54:06] kill_process_tree called: parent_pid=4527, include_parent=True\n")
+    server = Server("31b", "patched", log)
+    assert server.death() is None  # never started
+    server.process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert server.death() is None  # still running
+    finally:
+        server.process.kill()
+        server.process.wait()
+    assert server.death() == ("ValueError: pool memory leak detected! [full] total=32768, available=634, "
+                              "evictable=32134")
+    log.write_text("[2026-11-25 04:54:06] kill_process_tree called\n")
+    assert server.death().startswith("exited (-9) with no error")

@@ -3,6 +3,7 @@ and stopped with its whole process group, its log kept."""
 
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -18,6 +19,7 @@ from pathlib import Path
 from sglang_gemma4.gpu import launch
 
 REPO = Path(__file__).resolve().parents[3]
+ERROR_LINE = re.compile(r"^\w*(Error|Exception)\b.*:")  # a traceback's last line, e.g. "ValueError: ..."
 LAUNCH = REPO / "scripts" / "launch_gemma4.sh"
 
 
@@ -152,6 +154,15 @@ class Server:
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
+
+    def death(self) -> str | None:
+        """None while the server runs; once it has exited, the last error its log names (sglang's scheduler
+        kills the whole server on an exception, e.g. its idle check finding leaked KV slots)."""
+        if self.process is None or self.process.poll() is None:
+            return None
+        lines = self.log_path.read_text(errors="replace").splitlines() if self.log_path.exists() else []
+        errors = [line.strip() for line in lines if ERROR_LINE.match(line)]
+        return errors[-1] if errors else f"exited ({self.process.returncode}) with no error in its log"
 
     def tail(self, lines: int = 30) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:]) if self.log_path.exists() else ""
