@@ -119,3 +119,30 @@ def test_a_dummy_weight_mtp_run_that_accepted_every_draft_is_refused(tmp_path, m
 def test_a_run_whose_stream_decoded_to_no_text_is_refused(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="decoded to no text"):
         served(tmp_path, monkeypatch, [2.8], retokenized=0)
+
+
+def test_a_server_that_dies_once_idle_fails_the_bench(tmp_path, monkeypatch, capsys):
+    """sglang's idle leak check kills a server after its last answer: the run's records stay, its exit
+    status is 1 and it says which setup died of what."""
+    import subprocess
+    import sys
+
+    from sglang_gemma4.gpu import server as server_module
+
+    def start(self, timeout=540):
+        self.log_path.write_text("ValueError: pool memory leak detected! [swa] total=8192, available=602\n")
+        self.process = subprocess.Popen([sys.executable, "-c", "pass"])
+        self.process.wait()
+        self.ready_s = 1.0
+        return self
+
+    monkeypatch.setattr(Server, "start", start)
+    monkeypatch.setattr(server_module, "IDLE_CHECK_S", 0)
+    monkeypatch.setattr(bench, "run_workload", lambda server, name, workload, tokenizer, out: {
+        "variant": "e2b", "setup": name, "workload": workload, "output_throughput": 1.0})
+    monkeypatch.setattr(bench.pool_usage, "plot", lambda *a: None)
+    monkeypatch.setattr(sys, "argv", ["bench", "--variant", "e2b", "--out", str(tmp_path), "--builds", "patched",
+                                      "--workloads", "chat"])
+    assert bench.main() == 1
+    assert "e2b patched: the server died once idle: ValueError: pool memory leak detected!" in capsys.readouterr().out
+    assert json.loads((tmp_path / "bench.jsonl").read_text())["output_throughput"] == 1.0

@@ -208,7 +208,7 @@ def main() -> int:
         print(write_summary([json.loads(line) for line in (out / "bench.jsonl").read_text().splitlines()], out))
         return 0
     out.mkdir(parents=True, exist_ok=True)
-    records = []
+    records, deaths = [], []
     for setup in chosen_setups(args, patched_env(args.patched_env)):
         server = Server(args.variant, setup.build, out / f"{args.variant}-{setup.name}.server.log", model=args.model,
                         mtp=args.mtp, extra=[*args.extra, *setup.flags], env=setup.env)
@@ -227,12 +227,15 @@ def main() -> int:
                     f.write(json.dumps(record) + "\n")
                 print(f"{args.variant} {setup.name} {workload}: " + ", ".join(
                     f"{m}={record.get(m, 0):.2f}" for m in METRICS), flush=True)
+            if died := server.death_once_idle():
+                print(f"{args.variant} {setup.name}: the server died once idle: {died}", flush=True)
+                deaths.append(setup.name)
             pool_usage.plot(pool_usage.parse(server.log_path.read_text(errors="replace")),
                             out / f"{args.variant}-{setup.name}-pools.png",
                             f"{args.variant} {setup.name}: KV pools over the run")
     if not args.dry_run:
         print(write_summary(records, out))
-    return 0
+    return 1 if deaths else 0
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ such a bug shows here only if it crashes the server or turns activations into Na
 import argparse
 import json
 import math
-import time
 from pathlib import Path
 
 from sglang_gemma4.gpu.checkpoint import ordinary_ids, token_ids, write_checkpoint
@@ -47,9 +46,6 @@ ACCEPT_RANGE = (1.5, 3.5)
 PROMPT_LENGTHS = (300, 900, 1500, 2500, 4000)
 REQUESTS = 40
 NEW_TOKENS = 256
-# After the answers, the server idles this long before it must still run: sglang checks its pools for leaked
-# slots once idle and dies on one (SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE), after every answer was sent.
-IDLE_CHECK_S = 5
 # A full-attention pool of 32768 tokens and an SWA pool of a quarter of it: about eight requests' windows,
 # so the SWA pool fills (requests queue, and may be retracted) while the full pool still has room.
 KV_FLAGS = ("--max-total-tokens", "32768", "--swa-full-tokens-ratio", "0.25")
@@ -263,11 +259,10 @@ def check(variant: str, checkpoints: Path, out: Path, seed: int) -> dict:
         with server:
             try:
                 outputs.append(generate(server, batch))
-                time.sleep(IDLE_CHECK_S)
             except Exception as e:
                 raise RuntimeError(f"{server.log_path.name}: {e} ({server.death() or 'the server still runs'})") from e
-            if server.death():
-                raise RuntimeError(f"{server.log_path.name}: the server died once idle: {server.death()}")
+            if died := server.death_once_idle():
+                raise RuntimeError(f"{server.log_path.name}: the server died once idle: {died}")
         stats.append(served_stats(server.log_path.read_text(errors="replace")))
     (off, on), (off_stats, on_stats) = outputs, stats
     return {"variant": variant, "requests": len(batch), "tokens_compared": sum(map(len, off)),

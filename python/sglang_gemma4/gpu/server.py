@@ -20,6 +20,9 @@ from sglang_gemma4.gpu import launch
 
 REPO = Path(__file__).resolve().parents[3]
 ERROR_LINE = re.compile(r"^\w*(Error|Exception)\b.*:")  # a traceback's last line, e.g. "ValueError: ..."
+# sglang checks its pools for leaked slots once idle and dies on one (SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE),
+# after the last answer was sent: a run ends with the server idle this long and still running
+IDLE_CHECK_S = 5
 LAUNCH = REPO / "scripts" / "launch_gemma4.sh"
 
 
@@ -163,6 +166,11 @@ class Server:
         lines = self.log_path.read_text(errors="replace").splitlines() if self.log_path.exists() else []
         errors = [line.strip() for line in lines if ERROR_LINE.match(line)]
         return errors[-1] if errors else f"exited ({self.process.returncode}) with no error in its log"
+
+    def death_once_idle(self) -> str | None:
+        """death() after IDLE_CHECK_S seconds without requests."""
+        time.sleep(IDLE_CHECK_S)
+        return self.death()
 
     def tail(self, lines: int = 30) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:]) if self.log_path.exists() else ""
