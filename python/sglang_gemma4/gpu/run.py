@@ -229,7 +229,8 @@ def mtp_greedy(choice, out):
     """greedy decoding with MTP vs without, patched build, reduced random-weight targets and drafts built to agree
     with them on 70% of the tokens, under a load that fills the SWA pool: every token must match, the accept
     length must be partial (CHOICE, default 26b-a4b,31b)"""
-    return [harness("mtp_greedy", "--out", str(out / "mtp-greedy"), "--variants", *(choice or list(presets.SIMULATED_ACCEPT_LEN)))]
+    return [harness("mtp_greedy", "--out", str(out / "mtp-greedy"), "--variants",
+                    *(choice or list(presets.SIMULATED_ACCEPT_LEN)))]
 
 
 def spec_step(choice, out):
@@ -366,8 +367,9 @@ KV_FLAGS = (*presets.DECODE_GRAPHS, "--cuda-graph-backend-prefill", "disabled")
 def kv_capacity(choice, out):
     """patches 0016/0017 (both opt-in) on the full 26B-A4B shape, patched build, one part per call (CHOICE, default
     off,on): setups off, on, off-r32, on-r32, off-r48, on-r48 (--max-running-requests 32 or 48) under
-    summarization 80 x 8000/1000 and chat at 32 and 64 at once ($KV_WORKLOADS); parity (26B-A4B, E4B vs transformers, both on); canary (both on, 32 running,
-    chat at 64, sglang's KV canary raising on a freed or overwritten slot); memory (the $KV_MEMORY_VARIANTS presets,
+    summarization 80 x 8000/1000 and chat at 32 and 64 at once ($KV_WORKLOADS); parity (26B-A4B, E4B vs
+    transformers, both on); canary (both on, 32 running, chat at 64, sglang's KV canary raising on a freed or
+    overwritten slot); memory (the $KV_MEMORY_VARIANTS presets,
     default 31b e4b, off then on). Each call ends with the memory and KV-capacity table of every server logged so far
     (kv-capacity/memory.md; $VLLM_LOG adds a vLLM log)"""
     kv = out / "kv-capacity"

@@ -41,6 +41,7 @@ import urllib.request
 from pathlib import Path
 
 from sglang_gemma4.gpu.checkpoint import write_checkpoint
+from sglang_gemma4.gpu.pool_usage import parse, summary
 from sglang_gemma4.gpu.presets import (MTP_DRAFT_TOKENS, MTP_STEPS, SIMULATED_ACCEPT_LEN, full_acceptance_problem,
                                        simulated_acceptance)
 from sglang_gemma4.gpu.profile import HBM_BYTES_PER_S, active_bytes, weight_bytes
@@ -50,8 +51,7 @@ from sglang_gemma4.gpu.variants import VARIANTS, assistant_text_config, text_con
 
 PROMPT_LEN, OUTPUT_LEN, TRACE_AFTER = 128, 1024, 64
 DRAFT_FORWARDS = MTP_STEPS  # one draft forward per step
-FORWARD_END = re.compile("softmax", re.IGNORECASE)
-ACCEPT_LEN = re.compile(r"accept len: ([0-9.]+)")  # in the scheduler's decode lines, every 40 steps  # each draft forward ends with a softmax over its logits
+FORWARD_END = re.compile("softmax", re.IGNORECASE)  # each draft forward ends with a softmax over its logits
 PARTS = ("period", "draft_busy", "pre_verify_busy", "pre_verify_idle", "verify_busy", "post_verify_busy",
          "post_verify_idle")
 
@@ -236,10 +236,10 @@ def logged_accept_len(log: Path, since: int) -> float:
     streamed request's meta_info carries none until it finishes, and the traced streams never do)."""
     with open(log, "rb") as f:
         f.seek(since)
-        found = [float(v) for v in ACCEPT_LEN.findall(f.read().decode(errors="replace"))]
-    if not found:
+        accept = summary(parse(f.read().decode(errors="replace"))).get("median_accept_len")
+    if accept is None:
         raise RuntimeError(f"{log}: no decode line with an accept length: is speculative decoding on?")
-    return statistics.median(found)
+    return accept
 
 
 def trace_batch(server: Server, batch: int, steps: int, out: Path, name: str,
@@ -289,14 +289,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main() -> int:
-    args = parser().parse_args()
+    cli = parser()
+    args = cli.parse_args()
     if args.report:
         records = [json.loads(line) for line in args.report.read_text().splitlines()]
         print(summarize(records))
         args.report.with_suffix(".md").write_text(summarize(records))
         return 0
     if not (args.variant and args.out):
-        parser().error("--variant and --out are required (or --report)")
+        cli.error("--variant and --out are required (or --report)")
     out, accept = Path(args.out), args.accept_len or SIMULATED_ACCEPT_LEN[args.variant]
     stem = f"{args.variant}-{args.build}-spec-step"
     server = Server(args.variant, args.build, out / f"{stem}.server.log", mtp=True, extra=args.flags,
