@@ -2,13 +2,12 @@
 cache: the order in which the overlap scheduler admits, merges, decodes, retracts and processes
 results. Patch 0019's test and crash_repro/swa-capped-chunk-pool-leak/cpu_fuzz.py drive it."""
 
-from swa_serving import MODEL_CONFIG, NEXT_TOKEN, Serving
+from swa_serving import NEXT_TOKEN, Serving
 
-from sglang.srt.managers.schedule_batch import FINISH_LENGTH, ScheduleBatch
+from sglang.srt.managers.schedule_batch import FINISH_LENGTH
 from sglang.srt.managers.schedule_policy import AddReqResult, PrefillAdder
 from sglang.srt.mem_cache.common import maybe_cache_unfinished_req, release_kv_cache
 from sglang.srt.runtime_context import get_server_args
-from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
 
 class OverlapScheduler:
@@ -22,11 +21,6 @@ class OverlapScheduler:
         self.waiting, self.chunked_req, self.last_batch, self.results = [], None, None, []
         self.running = serving.batch([])
         self.forward_ct, self.retracted, self.new_token_ratio = 0, 0, 0.5
-
-    def batch(self, reqs, chunked_req=None) -> ScheduleBatch:
-        s = self.s
-        return ScheduleBatch.init_new(reqs, s.req_to_token_pool, s.allocator, s.cache, MODEL_CONFIG, True,
-                                      SpeculativeAlgorithm.NONE, chunked_req=chunked_req)
 
     def prefill_batch(self):
         if not self.waiting and self.chunked_req is None:
@@ -51,7 +45,7 @@ class OverlapScheduler:
             self.chunked_req = adder.new_chunked_req
         if self.chunked_req is not None:
             self.chunked_req.inflight_middle_chunks += 1
-        batch = self.batch(adder.can_run_list, chunked_req=self.chunked_req)
+        batch = self.s.batch(adder.can_run_list, overlap=True, chunked_req=self.chunked_req)
         batch.prepare_for_extend()
         return batch
 

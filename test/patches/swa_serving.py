@@ -59,9 +59,9 @@ class Serving:
         self.running = self.batch([])
         self.forward_ct = 0  # the scheduler's count of batches run; SWA maintenance keys off it
 
-    def batch(self, reqs: list[Req]) -> ScheduleBatch:
+    def batch(self, reqs: list[Req], overlap: bool = False, chunked_req: Req | None = None) -> ScheduleBatch:
         return ScheduleBatch.init_new(reqs, self.req_to_token_pool, self.allocator, self.cache, MODEL_CONFIG,
-                                      False, SpeculativeAlgorithm.NONE)
+                                      overlap, SpeculativeAlgorithm.NONE, chunked_req=chunked_req)
 
     def adder(self, chunk: int | None) -> PrefillAdder:
         return PrefillAdder(self.page_size, self.cache, self.allocator, self.running, 0.5, 4096, chunk)
