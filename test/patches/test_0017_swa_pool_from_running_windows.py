@@ -42,8 +42,9 @@ H100_31B_BUDGET = 15_427 * (SHAPES["31b"][0] + 0.8 * SHAPES["31b"][1])
 
 @pytest.fixture(autouse=True)
 def switches(monkeypatch):
-    monkeypatch.setenv("SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX", "1")
-    monkeypatch.setenv("SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS", "1")
+    # both on by default
+    monkeypatch.delenv("SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX", raising=False)
+    monkeypatch.delenv("SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS", raising=False)
     # the configurator reads the attention TP size from the process's parallel state
     monkeypatch.setattr(pool_configurator, "get_parallel", lambda: SimpleNamespace(attn_tp_size=1))
 
@@ -180,22 +181,14 @@ def test_the_chunk_cache_keeps_its_own_cap(tmp_path):
     assert type(create_memory_pool_configurator(kvc)) is SWAChunkCapPoolConfigurator
 
 
-def test_without_the_release_the_switch_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setenv("SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX", "0")
-    kvc = kv_cache_configurator(tmp_path, "26b-a4b", "--max-running-requests", "32")
-    with pytest.raises(ValueError, match="SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS=1 needs "
-                                         "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX=1"):
-        create_memory_pool_configurator(kvc)
-
-
-@pytest.mark.parametrize("switch", [None, "0"])
-def test_off_splits_by_the_ratio(tmp_path, monkeypatch, switch):
-    if switch is None:
-        monkeypatch.delenv("SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS")
-    else:
-        monkeypatch.setenv("SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS", switch)
+@pytest.mark.parametrize("switch", ["SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS", "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX"])
+def test_either_switch_off_splits_by_the_ratio(tmp_path, monkeypatch, caplog, switch):
+    # without 0016's release a request keeps more than one window locked: the ratio's split stays
+    monkeypatch.setenv(switch, "0")
     kvc = kv_cache_configurator(tmp_path, "26b-a4b", "--max-running-requests", "32")
     configurator = create_memory_pool_configurator(kvc)
     assert type(configurator) is HybridSWAPoolConfigurator
     config = configurator.calculate_pool_sizes(int(H100_26B_BUDGET), PAGE)
     assert (config.full_max_total_num_tokens, config.swa_max_total_num_tokens) == (109_913, 87_930)
+    if switch == "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX":
+        assert "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX is off" in caplog.text

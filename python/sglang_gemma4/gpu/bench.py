@@ -43,6 +43,7 @@ WORKLOADS = {
     # batch-1 decode at a long context, where the full-attention layers' decode kernel weighs
     "batch1-long": (8000, 256, 8, 1),
     # the KV-capacity comparison (patches 0016/0017): the same loads at 32 and at 64 requests at once
+    "summarization-80-at-16": (8000, 1000, 80, 16),  # 16 x 9000 tokens fit the switched-on full pool
     "summarization-80-at-32": (8000, 1000, 80, 32),
     "summarization-80-at-64": (8000, 1000, 80, 64),
     "chat-at-32": (1000, 1000, 64, 32),

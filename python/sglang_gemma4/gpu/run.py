@@ -388,7 +388,8 @@ def kv_capacity(choice, out):
                               *KV_FLAGS) for side in ("off", "on")]
         elif part in KV_SETUPS:
             steps += Comparison("kv-capacity", named(KV_SETUPS, [part], "kv-capacity"),
-                                ("summarization-80-at-32", "summarization-80-at-64", "chat-at-32", "chat-at-64"),
+                                ("summarization-80-at-16", "summarization-80-at-32", "summarization-80-at-64", "chat-at-32",
+                                 "chat-at-64"),
                                 "KV_WORKLOADS", KV_FLAGS).steps(out)
         else:
             raise SystemExit(f"run: kv-capacity: unknown part {part} (one of {', '.join(KV_PARTS)})")
