@@ -310,6 +310,12 @@ def decode_tiles(choice, out):
     return [harness("bench_decode_attention_tiles", "--out", str(out / "decode-tiles"), build="pristine")]
 
 
+def verify_attention(choice, out):
+    """patch 0175: the MTP verify's attention, the grouped split-KV kernel vs extend_attention_fwd on 31B's and
+    26B-A4B's layer shapes, timed from CUDA graphs and checked against float32 (patched build)"""
+    return [harness("bench_verify_attention", "--out", str(out / "verify-attention"), build="patched")]
+
+
 def opt_in_ab(choice, out):
     """the patched build as it is ("off"), then with each switch of $OPT_IN alone (KEY=VALUE, or a --server-flag):
     batch-1 decode and chat ($OPT_IN_WORKLOADS)"""
@@ -406,6 +412,7 @@ EXPERIMENTS = {"mtp": mtp, "routing": routing, "kernels": kernels, "profile": pr
                "memory": memory, "tp2-parity": tp2_parity, "tp2-ab": tp2_ab, "mtp-fill": mtp_fill, "mtp-ab": mtp_ab,
                "mtp-greedy": mtp_greedy, "spec-step": spec_step, "yoco": yoco,
                "moe-tune": moe_tune, "coldstart": coldstart, "tiles": tiles, "decode-tiles": decode_tiles,
+               "verify-attention": verify_attention,
                "opt-in-ab": opt_in_ab, "tiles-ab": tiles_ab, "mm-ab": mm_ab, "swa": swa, "kv-capacity": kv_capacity,
                "baseline": baseline}
 
@@ -458,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.list or not args.stage:
         for name, experiment in EXPERIMENTS.items():
-            print(f"{name:<13}{' '.join(experiment.__doc__.split())}")
+            print(f"{name:<17}{' '.join(experiment.__doc__.split())}")
         return 0
     steps = expand(args.stage, args.out.resolve())
     ok = True
