@@ -8,8 +8,8 @@ import json
 import pytest
 
 from sglang_gemma4.gpu import bench
-from sglang_gemma4.gpu.bench import (Setup, add_setup_arguments, chosen_setups, dataset_args, parse_setup, plot,
-                                     run_workload, summarize, write_summary)
+from sglang_gemma4.gpu.bench import (WORKLOADS, Setup, add_setup_arguments, chosen_setups, dataset_args, parse_setup,
+                                     plot, run_workload, summarize, write_summary)
 from sglang_gemma4.gpu.pool_usage import pool_sizes
 from sglang_gemma4.gpu.server import Server, patched_env
 
@@ -83,6 +83,14 @@ def test_image_workloads_use_the_image_dataset_without_pre_tokenized_prompts():
     text = dataset_args("chat")
     assert text[text.index("--dataset-name") + 1] == "random-ids" and "--tokenize-prompt" in text
     assert "--image-count" not in text
+
+
+def test_each_workload_draws_its_own_prompts():
+    # chat-at-64 after chat-at-32 on one server: with one seed its first 64 prompts were chat-at-32's, served
+    # from the radix cache of a setup that kept their KV
+    seeds = {name: (args := dataset_args(name))[args.index("--seed") + 1] for name in WORKLOADS}
+    assert len(set(seeds.values())) == len(WORKLOADS)
+    assert dataset_args("chat-at-32") == dataset_args("chat-at-32")  # and the same prompts every run
 
 
 def served(tmp_path, monkeypatch, accept_lens: list[float], retokenized: int = 64000) -> dict:
