@@ -178,3 +178,10 @@ def test_a_server_that_died_names_the_error_its_log_ends_with(tmp_path):
                               "evictable=32134")
     log.write_text("[2026-11-25 04:54:06] kill_process_tree called\n")
     assert server.death().startswith("exited (-9) with no error")
+
+
+def test_both_servers_run_with_the_given_environment(tmp_path):
+    # an opt-in switch (e.g. 0175's verify kernel) must reach the server without MTP and the one with it
+    off, on = mtp_greedy.servers("31b", tmp_path / "t", tmp_path / "d", tmp_path, {"SGLANG_OPT_X": "1"})
+    assert off.env == on.env == {"SGLANG_OPT_X": "1"} and not off.mtp and on.mtp
+    assert "SGLANG_OPT_X=1" in on.describe()

@@ -7,7 +7,7 @@ windows smaller than, equal to and larger than the context and cutting inside th
 extend_attention_fwd; the split count and grid from shapes only.  Through the backend, with metadata
 built as a CUDA-graph replay builds it (padding rows of length 1) and as an eager step builds it
 (with the tree mask): target verify reaches the new kernel with SGLANG_OPT_GROUPED_VERIFY_ATTENTION
-on, extend_attention_fwd with it off or outside the kernel's cases, same output.  On a GPU: 31B's
+on (opt-in), extend_attention_fwd by default, with it off or outside the kernel's cases, same output.  On a GPU: 31B's
 and 26B-A4B's sliding (256) and full (512) layer shapes in bfloat16 vs float32 and vs the extend
 kernel."""
 
@@ -32,8 +32,10 @@ WINDOWS = (-1, 2, 24, 100)  # full; inside the chain; the 24-token prefix exactl
 
 @pytest.fixture(autouse=True)
 def short_splits(monkeypatch):
-    """Splits of 16 cached tokens, so that the interpreter's short prefixes span several."""
+    """Splits of 16 cached tokens, so that the interpreter's short prefixes span several; the switch on (the
+    kernel is opt-in), so that a case outside the kernel's reach keeps the extend kernel by its own check."""
     monkeypatch.setattr(vg, "_MIN_SPLIT_TOKENS", 16)
+    monkeypatch.setenv(SWITCH, "1")
 
 
 def randn(g, *shape, dtype=DTYPE):
@@ -266,6 +268,15 @@ def test_backend_routes_verify_by_switch(monkeypatch, build, seq_lens, window):
     torch.testing.assert_close(ours, theirs, rtol=TOLERANCE, atol=TOLERANCE)
     real = ours.view(len(seq_lens), DRAFT, HEADS, DIM)[step.real]
     torch.testing.assert_close(real.float(), served_reference(step, window), rtol=TOLERANCE, atol=TOLERANCE)
+
+
+def test_verify_keeps_the_extend_kernel_by_default(monkeypatch):
+    monkeypatch.delenv(SWITCH)
+    step = served((30, 7, "pad"), seed=5)
+    backend = backend_for(step)
+    graph_metadata(backend, step)
+    verify(backend, step, layer(WINDOW))
+    assert (backend.verify_grouped_attention_fwd.calls, backend.extend_attention_fwd.calls) == (0, 1)
 
 
 @pytest.mark.parametrize("change", [dict(logit_cap=30.0), dict(k_scale=torch.tensor(1.0), k_scale_float=1.0,

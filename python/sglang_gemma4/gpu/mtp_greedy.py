@@ -36,7 +36,7 @@ from pathlib import Path
 from sglang_gemma4.gpu.checkpoint import ordinary_ids, token_ids, write_checkpoint
 from sglang_gemma4.gpu.pool_usage import parse, summary
 from sglang_gemma4.gpu.presets import MTP_STEPS, SIMULATED_ACCEPT_LEN
-from sglang_gemma4.gpu.server import Server, http_json
+from sglang_gemma4.gpu.server import Server, http_json, patched_env
 from sglang_gemma4.gpu.variants import COMMON, assistant_text_config
 
 LAYERS = 4
@@ -234,15 +234,16 @@ def table(rows: list[dict]) -> str:
         f"{DRAFT_AGREEMENT:.0%} of the tokens: expected {expected_accept_length(DRAFT_AGREEMENT):.2f}).\n")
 
 
-def servers(variant: str, target: Path, draft: Path, out: Path) -> tuple[Server, Server]:
-    """The patched build serving the target greedy without MTP, then with the draft."""
-    flags = [*KV_FLAGS, *GRAPHS]
-    return (Server(variant, "patched", out / f"{variant}-mtp-off.log", model=str(target), extra=flags),
+def servers(variant: str, target: Path, draft: Path, out: Path, env: dict | None = None) -> tuple[Server, Server]:
+    """The patched build serving the target greedy without MTP, then with the draft (both with `env`, e.g. an
+    opt-in switch)."""
+    flags, env = [*KV_FLAGS, *GRAPHS], env or {}
+    return (Server(variant, "patched", out / f"{variant}-mtp-off.log", model=str(target), extra=flags, env=env),
             Server(variant, "patched", out / f"{variant}-mtp-on.log", model=str(target), mtp=True, draft=str(draft),
-                   extra=flags))
+                   extra=flags, env=env))
 
 
-def check(variant: str, checkpoints: Path, out: Path, seed: int) -> dict:
+def check(variant: str, checkpoints: Path, out: Path, seed: int, env: dict) -> dict:
     import torch
 
     target, draft = checkpoints / variant, checkpoints / f"{variant}-assistant"
@@ -255,7 +256,7 @@ def check(variant: str, checkpoints: Path, out: Path, seed: int) -> dict:
     torch.cuda.empty_cache()  # the servers size their pools from the free memory
     batch = prompts(vocab, seed)
     outputs, stats = [], []
-    for server in servers(variant, target.resolve(), draft.resolve(), out):
+    for server in servers(variant, target.resolve(), draft.resolve(), out, env):
         with server:
             try:
                 outputs.append(generate(server, batch))
@@ -277,6 +278,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--variants", nargs="+", default=list(SIMULATED_ACCEPT_LEN), choices=list(SIMULATED_ACCEPT_LEN))
     p.add_argument("--checkpoints", default="checkpoints/mtp-greedy")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--env", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="environment of both servers, e.g. an opt-in switch")
     p.add_argument("--dry-run", action="store_true", help="print each server's command line instead of running")
     return p
 
@@ -286,14 +289,15 @@ def main() -> int:
     out, checkpoints = Path(args.out), Path(args.checkpoints)
     if args.dry_run:
         for variant in args.variants:
-            for server in servers(variant, checkpoints / variant, checkpoints / f"{variant}-assistant", out):
+            for server in servers(variant, checkpoints / variant, checkpoints / f"{variant}-assistant", out,
+                                  patched_env(args.env)):
                 print(server.describe())
         return 0
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for variant in args.variants:
         try:
-            row = check(variant, checkpoints, out, args.seed)
+            row = check(variant, checkpoints, out, args.seed, patched_env(args.env))
         except Exception as e:  # noqa: BLE001 - a variant that fails is a row of the table, the next still runs
             row = {"variant": variant, "error": f"{type(e).__name__}: {e}"[-800:]}
         rows.append(row)

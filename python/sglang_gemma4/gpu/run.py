@@ -228,9 +228,10 @@ def mtp_ab(choice, out):
 def mtp_greedy(choice, out):
     """greedy decoding with MTP vs without, patched build, reduced random-weight targets and drafts built to agree
     with them on 70% of the tokens, under a load that fills the SWA pool: every token must match, the accept
-    length must be partial (CHOICE, default 26b-a4b,31b)"""
+    length must be partial (CHOICE, default 26b-a4b,31b); $MTP_GREEDY_ENV (KEY=VALUE ...) is given to both servers"""
+    env = knob("MTP_GREEDY_ENV", "")
     return [harness("mtp_greedy", "--out", str(out / "mtp-greedy"), "--variants",
-                    *(choice or list(presets.SIMULATED_ACCEPT_LEN)))]
+                    *(choice or list(presets.SIMULATED_ACCEPT_LEN)), *(["--env", *env] if env else []))]
 
 
 def spec_step(choice, out):
@@ -371,7 +372,7 @@ KV_FLAGS = (*presets.DECODE_GRAPHS, "--cuda-graph-backend-prefill", "disabled")
 
 
 def kv_capacity(choice, out):
-    """patches 0016/0017 (both opt-in) on the full 26B-A4B shape, patched build, one part per call (CHOICE, default
+    """patches 0016/0017 (both on by default) on the full 26B-A4B shape, patched build, one part per call (CHOICE, default
     off,on): setups off, on, off-r32, on-r32, off-r48, on-r48 (--max-running-requests 32 or 48) under
     summarization 80 x 8000/1000 and chat at 32 and 64 at once ($KV_WORKLOADS); parity (26B-A4B, E4B vs
     transformers, both on); canary (both on, 32 running, chat at 64, sglang's KV canary raising on a freed or
