@@ -358,13 +358,15 @@ def swa(choice, out):
     return Comparison("swa", setups, ("summarization-80", "chat"), "SWA_WORKLOADS", DECODE_ONLY).steps(out)
 
 
-# patches 0016/0017's opt-in switches (the SWA lock released as the window slides, the SWA pool sized for the
-# running windows), both off or both on; -rN also caps the running requests at N, the bound 0017 sizes the SWA
-# pool for (at 32, 32 requests of 9000 tokens fit its full pool)
+# patches 0016/0017's switches (the SWA lock released as the window slides, the SWA pool sized for the running
+# windows), both off or both on; -rN also caps the running requests at N, the bound 0017 sizes the SWA pool for
+# (at 32, 32 requests of 9000 tokens fit its full pool); on-i128 keeps sglang's SWA maintenance interval of 128
+# decode steps instead of 0017's 16 (its pool is then sized for 128: the ratio's split for 64 requests)
 KV_OFF = "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX=0 SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS=0"
 KV_ON = "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX=1 SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS=1"
-KV_SETUPS = {"off": KV_OFF, "on": KV_ON, **{f"{side}-r{n}": f"{env} --max-running-requests {n}" for n in (32, 48)
-                                             for side, env in (("off", KV_OFF), ("on", KV_ON))}}
+KV_SETUPS = {"off": KV_OFF, "on": KV_ON, "on-i128": f"{KV_ON} SGLANG_SWA_EVICTION_INTERVAL=128",
+             **{f"{side}-r{n}": f"{env} --max-running-requests {n}" for n in (32, 48)
+                for side, env in (("off", KV_OFF), ("on", KV_ON))}}
 KV_PARTS = (*KV_SETUPS, "parity", "canary", "memory")
 # decode graphs up to the 64 requests the workloads run; no prefill graphs: shorter starts, and sglang's KV
 # canary needs them off
@@ -372,12 +374,12 @@ KV_FLAGS = (*presets.DECODE_GRAPHS, "--cuda-graph-backend-prefill", "disabled")
 
 
 def kv_capacity(choice, out):
-    """patches 0016/0017 (both on by default) on the full 26B-A4B shape, patched build, one part per call (CHOICE, default
-    off,on): setups off, on, off-r32, on-r32, off-r48, on-r48 (--max-running-requests 32 or 48) under
-    summarization 80 x 8000/1000 and chat at 32 and 64 at once ($KV_WORKLOADS); parity (26B-A4B, E4B vs
-    transformers, both on); canary (both on, 32 running, chat at 64, sglang's KV canary raising on a freed or
-    overwritten slot); memory (the $KV_MEMORY_VARIANTS presets,
-    default 31b e4b, off then on). Each call ends with the memory and KV-capacity table of every server logged so far
+    """patches 0016/0017 (both on by default) on the full 26B-A4B shape, patched build, one part per call
+    (CHOICE, default off,on): setups off, on, on-i128 (SWA maintenance every 128 decode steps), off-r32, on-r32,
+    off-r48, on-r48 (--max-running-requests 32 or 48) under summarization 80 x 8000/1000 and chat at 32 and 64 at
+    once ($KV_WORKLOADS); parity (26B-A4B, E4B vs transformers, both on); canary (both on, 32 running, chat at 64,
+    sglang's KV canary raising on a freed or overwritten slot); memory (the $KV_MEMORY_VARIANTS presets, default
+    31b e4b, off then on). Each call ends with the memory and KV-capacity table of every server logged so far
     (kv-capacity/memory.md; $VLLM_LOG adds a vLLM log)"""
     kv = out / "kv-capacity"
     steps = []
