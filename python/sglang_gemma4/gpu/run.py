@@ -382,8 +382,9 @@ def kv_capacity(choice, out):
     31b e4b, off then on). Each call ends with the memory and KV-capacity table of every server logged so far
     (kv-capacity/memory.md; $VLLM_LOG adds a vLLM log)"""
     kv = out / "kv-capacity"
+    parts = choice or ["off", "on"]
     steps = []
-    for part in choice or ["off", "on"]:
+    for part in parts:
         if part == "parity":
             steps.append(harness("parity", "--out", str(kv / "parity"), "--variants", "26b-a4b", "e4b", "--builds",
                                  "patched", "--patched-env", *KV_ON.split()))
@@ -402,6 +403,8 @@ def kv_capacity(choice, out):
                                 "KV_WORKLOADS", KV_FLAGS).steps(out)
         else:
             raise SystemExit(f"run: kv-capacity: unknown part {part} (one of {', '.join(KV_PARTS)})")
+    if any(part in KV_SETUPS for part in parts):  # each setup ran its own bench: their tables side by side
+        steps.append(harness("bench", "--variant", "26b-a4b", "--out", str(kv), "--summarize-only"))
     logs = [f"{kv}/*.server.log", f"{kv}/canary/*.server.log", f"{kv}/memory-*/*.log", *knob("VLLM_LOG", "")]
     return steps + [harness("kv_capacity", *logs, "--gpu-txt", str(out / "gpu.txt"), report=kv / "memory.md")]
 
