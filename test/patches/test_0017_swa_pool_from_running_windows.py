@@ -20,6 +20,7 @@ from swa_serving import Serving, publish_server_args, request, reset_context
 
 import sglang.srt.model_executor.pool_configurator as pool_configurator
 from sglang.srt.configs.model_config import ModelConfig
+from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.model_executor.pool_configurator import (
     HybridSWAPoolConfigurator,
     SWAChunkCapPoolConfigurator,
@@ -128,6 +129,54 @@ def test_a_decoding_request_holds_at_most_its_window_and_one_interval(monkeypatc
         reset_context()
     bound = 8 + EVICTION_INTERVAL + 2 * PAGE  # the window, one interval's decode tokens, the pages in flight
     assert (max(held) <= bound) == (interval is None), max(held)
+
+
+def test_the_bound_holds_when_prefills_take_the_maintenance_iterations():
+    """Other requests' prefill batches numbered where the running batch's maintenance would fall (every
+    multiple of the interval, here) do not let a request hold more than its window and one interval."""
+    publish_server_args()
+    try:
+        serving = Serving(PAGE, 8, size=512, size_swa=256)
+        serving.admit(request("a", list(range(100, 120)), max_new_tokens=200))
+        held = []
+
+        def step():
+            held.append(serving.swa_slots_in_use() - serving.cache.swa_evictable_size())
+            if (serving.forward_ct + 1) % EVICTION_INTERVAL == 0:
+                serving.forward_ct += 1  # a prefill batch runs as this number
+
+        serving.decode(100, step)
+    finally:
+        reset_context()
+    assert max(held) <= 8 + EVICTION_INTERVAL + 2 * PAGE, max(held)
+
+
+def test_each_request_is_maintained_every_interval_and_not_all_on_one_step(monkeypatch):
+    """Four requests decoding together: each one's SWA maintenance comes every interval of its decode steps,
+    and the four fall on different steps (by pool slot), so no step carries every request's frees."""
+    maintained: list[list[str]] = []
+    evict = ScheduleBatch._evict_swa
+
+    def recorded(batch, req, pre_len):
+        maintained[-1].append(req.rid)
+        return evict(batch, req, pre_len)
+
+    monkeypatch.setattr(ScheduleBatch, "_evict_swa", recorded)
+    publish_server_args()
+    try:
+        serving = Serving(PAGE, 8, size=512, size_swa=256)
+        rids = [f"r{i}" for i in range(4)]
+        for i, rid in enumerate(rids):
+            serving.admit(request(rid, list(range(100 + 10 * i, 110 + 10 * i)), max_new_tokens=100))
+        for _ in range(4 * EVICTION_INTERVAL):
+            maintained.append([])
+            serving.decode(1)
+    finally:
+        reset_context()
+    assert max(map(len, maintained)) == 1, maintained
+    for rid in rids:
+        steps = [i for i, rids_then in enumerate(maintained) if rid in rids_then]
+        assert len(steps) >= 3 and {b - a for a, b in zip(steps, steps[1:])} == {EVICTION_INTERVAL}, (rid, steps)
 
 
 def test_without_a_bound_the_decode_graph_batch_size_is_the_running_requests(tmp_path):
