@@ -101,7 +101,7 @@ import sys, time
 from pathlib import Path
 from sglang_gemma4.gpu import server as s
 s.LAUNCH = Path(sys.argv[1])
-with s.Server("e2b", "patched", Path(sys.argv[2]), port=int(sys.argv[3])) as running:
+with s.Server("e2b", "patched", Path(sys.argv[2]), port=int(sys.argv[3]), env={"SGLANG_OPT_SWITCH": "1"}) as running:
     print("ready", flush=True)
     time.sleep(600)
 """
@@ -124,6 +124,9 @@ def test_sigterm_to_the_harness_stops_its_server(tmp_path, ready):
                                env=env, stdout=subprocess.PIPE, text=True)
     if ready:
         assert harness.stdout.readline().strip() == "ready"
+        # the server log's first line says which build, switches and port it is the log of
+        first = (tmp_path / "server.log").read_text().splitlines()[0]
+        assert first.startswith("patched: env SGLANG_OPT_SWITCH=1 ") and f"--port {port}" in first
     else:
         deadline = time.monotonic() + 30
         while not pid_file.exists() and time.monotonic() < deadline:

@@ -140,6 +140,20 @@ def test_mtp_flags_replace_the_graph_flags_of_both_mtp_ab_sides(tmp_path, monkey
     assert tails(run.expand("mtp-ab:31b", tmp_path)) == [list(presets.BENCH_GRAPHS_DECODE_ONLY)] * 2
 
 
+def test_spec_step_gives_its_servers_the_switches_and_names_the_setup(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPEC_BUILDS", "patched")
+    monkeypatch.setenv("SPEC_ENV", "SGLANG_OPT_GROUPED_VERIFY_ATTENTION=0")
+    monkeypatch.setenv("SPEC_LABEL", "extend-verify")
+    (step,) = run.expand("spec-step:31b", tmp_path)
+    env = step.argv[step.argv.index("--env") + 1:step.argv.index("--label")]
+    assert list(env) == ["SGLANG_OPT_GROUPED_VERIFY_ATTENTION=0"]
+    assert step.argv[step.argv.index("--label") + 1] == "patched-extend-verify"
+    done = subprocess.run([sys.executable, "-m", step.module, "--dry-run", *step.argv[3:]], capture_output=True,
+                          text=True, timeout=120)
+    (line,) = done.stdout.splitlines()
+    assert "SGLANG_OPT_GROUPED_VERIFY_ATTENTION=0" in shlex.split(line.partition(": ")[2])
+
+
 def test_every_module_of_this_package_imports_and_accepts_its_arguments():
     runs = commands("sglang_gemma4.")
     modules = {argv[2] for _, _, argv in runs}

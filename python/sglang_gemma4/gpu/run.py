@@ -238,10 +238,14 @@ def spec_step(choice, out):
     """one frozen-KV MTP step by part (draft loop, verify, the gaps between) at batch 1, 4, 16, 32 and the variant's
     simulated acceptance, pristine then patched ($SPEC_BUILDS), per variant (CHOICE, default 26b-a4b,31b); decode
     graphs to 32, no prefill graphs (only decode is traced); $SPEC_BATCH_SIZES replaces the batch sizes,
-    $SPEC_PROMPT_LEN the 128 prompt tokens of each stream"""
+    $SPEC_PROMPT_LEN the 128 prompt tokens of each stream; $SPEC_ENV (KEY=VALUE ...) is given to every server and
+    $SPEC_LABEL names that setup in the files (e.g. an opt-in switch off, then on)"""
+    env, label = knob("SPEC_ENV", ""), "-".join(knob("SPEC_LABEL", ""))
     return [harness("spec_step", "--variant", v, "--build", build, "--out", str(out / "spec-step"),
                     "--batch-sizes", *knob("SPEC_BATCH_SIZES", "1 4 16 32"),
-                    "--prompt-len", *knob("SPEC_PROMPT_LEN", "128"), "--", *DECODE_ONLY)
+                    "--prompt-len", *knob("SPEC_PROMPT_LEN", "128"),
+                    *(["--env", *env] if env else []), *(["--label", f"{build}-{label}"] if label else []),
+                    "--", *DECODE_ONLY)
             for v in choice or list(presets.SIMULATED_ACCEPT_LEN) for build in knob("SPEC_BUILDS", "pristine patched")]
 
 

@@ -131,6 +131,9 @@ class Server:
                                f"from an earlier run?); not starting {self.variant}/{self.build}")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "w")
+        # the log names what it is a log of: the build, the extra environment (opt-in switches), the flags
+        log.write(describe(self.build, self.env, [str(LAUNCH), *self.launch_args()]) + "\n")
+        log.flush()
         started = time.monotonic()
         exit_on_sigterm()
         self.process = subprocess.Popen(in_build(self.build, [str(LAUNCH), *self.launch_args()]), stdout=log, stderr=subprocess.STDOUT,

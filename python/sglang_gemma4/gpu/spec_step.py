@@ -2,6 +2,7 @@
 verify and the bookkeeping between them.
 
     python -m sglang_gemma4.gpu.spec_step --variant 26b-a4b --out DIR [--build patched]
+        [--env KEY=VALUE ... --label NAME]
         [--batch-sizes 1 4 16 32] [--accept-len 2.8] [--steps 40] [-- server flags]
     python -m sglang_gemma4.gpu.spec_step --report DIR/<variant>-<build>-spec-step.jsonl
 
@@ -25,8 +26,8 @@ length (every draft accepted: the simulation did not apply) is refused. The draf
 the verify graph are told apart by their kernel counts (the target's layers outnumber three forwards
 of the 4-layer assistant), which assumes sglang's default full decode graphs: one graph launch per
 forward.
-Writes DIR/<variant>-<build>-spec-step.jsonl (a record per batch size: its steps, its bytes) and
-DIR/<variant>-<build>-spec-step.md (medians per batch size).
+Writes DIR/<variant>-<label>-spec-step.jsonl (a record per batch size: its steps, its bytes) and
+DIR/<variant>-<label>-spec-step.md (medians per batch size).
 """
 
 import argparse
@@ -277,6 +278,9 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--variant", choices=sorted(SIMULATED_ACCEPT_LEN))
     parser.add_argument("--out")
     parser.add_argument("--build", default="patched", choices=["pristine", "patched"])
+    parser.add_argument("--env", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="extra server environment (e.g. an opt-in switch); name the setup with --label")
+    parser.add_argument("--label", help="the setup's name in file names and tables (default: the build)")
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=[1, 4, 16, 32])
     parser.add_argument("--accept-len", type=float, help="simulated accept length (default: the variant's)")
     parser.add_argument("--steps", type=int, default=40, help="scheduler steps traced per batch size")
@@ -299,9 +303,10 @@ def main() -> int:
     if not (args.variant and args.out):
         cli.error("--variant and --out are required (or --report)")
     out, accept = Path(args.out), args.accept_len or SIMULATED_ACCEPT_LEN[args.variant]
-    stem = f"{args.variant}-{args.build}-spec-step"
+    label = args.label or args.build
+    stem = f"{args.variant}-{label}-spec-step"
     server = Server(args.variant, args.build, out / f"{stem}.server.log", mtp=True, extra=args.flags,
-                    env=simulated_acceptance(args.variant, accept))
+                    env={**simulated_acceptance(args.variant, accept), **dict(kv.split("=", 1) for kv in args.env)})
     if args.dry_run:
         print(server.describe())
         return 0
@@ -320,7 +325,7 @@ def main() -> int:
             problem = full_acceptance_problem(logged)
             if problem:
                 raise RuntimeError(f"batch {batch}: {problem}")
-            records.append({"variant": args.variant, "build": args.build, "gpu": gpu, "accept_len": accept,
+            records.append({"variant": args.variant, "build": label, "env": args.env, "gpu": gpu, "accept_len": accept,
                             "logged_accept_len": logged, "batch": batch, "context": context, "steps": rows,
                             "bytes": step_bytes(args.variant, target, draft, batch, context)})
             # the table so far after each batch size, so a run cut short keeps what it traced
