@@ -184,6 +184,20 @@ def test_the_mtp_table_compares_mtp_off_with_mtp_on_only(tmp_path):
                     f"[2026-11-24-h100-26b-a4b-gf540dad831-mtp]({results.RESULTS_DIR}/2026-11-24-h100-26b-a4b-gf540dad831-mtp/README.md) |"]
 
 
+def test_a_newer_mtp_run_replaces_an_older_one_that_logged_another_accept_length(tmp_path):
+    for day, logged, on in (("24", "2.80", "2.85"), ("25", "2.75", "2.62")):
+        mtp = result(measured=f"2026-11-{day} 10:00")
+        mtp["setups"] = {"mtp-off": "the preset", "mtp-on": "the preset with --mtp, simulated acceptance"}
+        mtp["figures"] = mtp["figures"][:1]
+        mtp["figures"][0].update(workload=f"batch1, MTP at accept 2.8 (logged {logged})",
+                                 values={"mtp-off": "4.31", "mtp-on": on})
+        mtp["figures"][0].pop("patches", None)
+        make_run(tmp_path, f"2026-11-{day}-h100-26b-a4b-gf540dad831-mtp", mtp)
+    rows = [line for line in result_text.mtp_table(results.load_runs(tmp_path)).splitlines() if line.startswith("| 26B")]
+    assert len(rows) == 1 and rows[0].startswith("| 26B-A4B | batch1, MTP at accept 2.8 (logged 2.75) | median TPOT "
+                                                 "4.31 -> 2.62 ms")
+
+
 def test_bench_line_lists_the_patchs_figures_newest_run_first(tmp_path):
     runs = two_runs(tmp_path)
     line = result_text.bench_line(PATCH, runs, "0.5.17")
