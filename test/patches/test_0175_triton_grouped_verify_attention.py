@@ -6,8 +6,8 @@ for GQA groups 2-16, chains of 1-4 tokens, ragged prefixes (one empty), full att
 windows smaller than, equal to and larger than the context and cutting inside the chain; vs
 extend_attention_fwd; the split count and grid from shapes only.  Through the backend, with metadata
 built as a CUDA-graph replay builds it (padding rows of length 1) and as an eager step builds it
-(with the tree mask): target verify reaches the new kernel with SGLANG_OPT_GROUPED_VERIFY_ATTENTION
-on (opt-in), extend_attention_fwd by default, with it off or outside the kernel's cases, same output.  On a GPU: 31B's
+(with the tree mask): target verify reaches the new kernel by default, extend_attention_fwd with
+SGLANG_OPT_GROUPED_VERIFY_ATTENTION=0 or outside the kernel's cases, same output.  On a GPU: 31B's
 and 26B-A4B's sliding (256) and full (512) layer shapes in bfloat16 vs float32 and vs the extend
 kernel."""
 
@@ -32,10 +32,10 @@ WINDOWS = (-1, 2, 24, 100)  # full; inside the chain; the 24-token prefix exactl
 
 @pytest.fixture(autouse=True)
 def short_splits(monkeypatch):
-    """Splits of 16 cached tokens, so that the interpreter's short prefixes span several; the switch on (the
-    kernel is opt-in), so that a case outside the kernel's reach keeps the extend kernel by its own check."""
+    """Splits of 16 cached tokens, so that the interpreter's short prefixes span several; the switch at its
+    default (on), so that a case outside the kernel's reach keeps the extend kernel by its own check."""
     monkeypatch.setattr(vg, "_MIN_SPLIT_TOKENS", 16)
-    monkeypatch.setenv(SWITCH, "1")
+    monkeypatch.delenv(SWITCH, raising=False)
 
 
 def randn(g, *shape, dtype=DTYPE):
@@ -256,7 +256,7 @@ def served_reference(step, window):
 @pytest.mark.parametrize("seq_lens", [(30, 7, "pad", "pad"), (0, 61, 24)])
 @pytest.mark.parametrize("window", [WINDOW, -1])
 def test_backend_routes_verify_by_switch(monkeypatch, build, seq_lens, window):
-    """The switch on: the grouped kernel; off: the extend kernel (with the tree mask when eager). Same
+    """The switch at its default: the grouped kernel; off: the extend kernel (with the tree mask when eager). Same
     output, padding rows included, and the real rows match float32."""
     step = served(seq_lens, seed=len(seq_lens) + window)
     backend = backend_for(step)
@@ -270,8 +270,8 @@ def test_backend_routes_verify_by_switch(monkeypatch, build, seq_lens, window):
     torch.testing.assert_close(real.float(), served_reference(step, window), rtol=TOLERANCE, atol=TOLERANCE)
 
 
-def test_verify_keeps_the_extend_kernel_by_default(monkeypatch):
-    monkeypatch.delenv(SWITCH)
+def test_the_kill_switch_keeps_the_extend_kernel(monkeypatch):
+    monkeypatch.setenv(SWITCH, "0")
     step = served((30, 7, "pad"), seed=5)
     backend = backend_for(step)
     graph_metadata(backend, step)
