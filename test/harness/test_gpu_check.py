@@ -25,7 +25,7 @@ GATES = ["smoke", "bad-input", "fuzz", "gpu-tests", "serve", "parity", "repro", 
 # knobs an experiment needs, and choices that reach every named setup
 KNOBS = {"OPT_IN": "SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0 --enable-fused-moe-sum-all-reduce",
          "PROFILE_ENV": "SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0", "TRACE_SETUPS": "a=patched; b=pristine",
-         "COLDSTART_STARTS": " ".join(run.COLDSTARTS)}
+         "COLDSTART_STARTS": " ".join(run.COLDSTARTS), "TRACE_STREAMS": "32", "TRACE_PROMPT_LEN": "1000"}
 CHOICES = {"tp2-ab": ",".join(run.TP2_SETUPS), "swa": ",".join(run.SWA_SETUPS), "kv-capacity": ",".join(run.KV_PARTS),
            "mtp": ",".join(presets.SIMULATED_ACCEPT_LEN)}
 

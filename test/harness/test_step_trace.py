@@ -4,8 +4,8 @@ between them and how long it idled."""
 from sglang_gemma4.gpu.step_trace import decode_steps, summarize, union_us
 
 
-def kernel(ts, dur, correlation, cat="kernel"):
-    return {"ph": "X", "cat": cat, "name": "k", "ts": ts, "dur": dur, "args": {"correlation": correlation}}
+def kernel(ts, dur, correlation, cat="kernel", name="k"):
+    return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": {"correlation": correlation}}
 
 
 def launch(ts, correlation):
@@ -46,8 +46,20 @@ def test_kernels_not_from_a_replay_are_never_graph_time():
     assert row["graph_busy_us"] == 100 and row["outside_graph_busy_us"] == 50 and row["idle_us"] == 600 - 110 - 50
 
 
-def test_summary_has_a_row_per_build_with_medians():
+def test_device_to_host_copies_between_replays_are_counted_per_step():
+    # a host read of a GPU value (e.g. a mask select's size) shows as a DtoH copy outside the graph
+    events = [launch(0, 1), launch(500, 2), launch(1000, 3), kernel(10, 100, 1), kernel(510, 100, 2),
+              kernel(1010, 100, 3), kernel(150, 2, 40, cat="gpu_memcpy", name="Memcpy DtoH (Device -> Pinned)"),
+              kernel(160, 2, 41, cat="gpu_memcpy", name="Memcpy HtoD (Pinned -> Device)"),
+              kernel(300, 2, 42, cat="gpu_memcpy", name="Memcpy DtoH (Device -> Pageable)"),
+              kernel(50, 2, 43, cat="gpu_memcpy", name="Memcpy DtoH (Device -> Pinned)")]  # inside replay 1's span
+    first, second = decode_steps(events)
+    assert first["host_reads"] == 2 and second["host_reads"] == 0
+
+
+def test_summary_has_a_row_per_build_with_medians_and_the_steps_that_read_the_gpu():
     rows = {"pristine": [{"period_us": p, "graph_span_us": 1, "graph_busy_us": 1, "outside_graph_busy_us": 0,
-                          "idle_us": 2} for p in (5, 7, 100)], "patched": []}
+                          "idle_us": 2, "host_reads": r} for p, r in ((5, 0), (7, 2), (100, 1))], "patched": []}
     table = summarize(rows)
-    assert "| pristine | 3 | 7.0 |" in table and "| patched | 0 | nan |" in table
+    assert "| pristine | 3 | 7.0 |" in table and table.splitlines()[2].endswith("| 2 |")
+    assert "| patched | 0 | nan |" in table

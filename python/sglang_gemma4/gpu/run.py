@@ -164,11 +164,13 @@ def profile(choice, out):
 
 
 def step_trace(choice, out):
-    """one request decoding, torch profiler over 60 scheduler steps: pristine then patched, or the setups in
-    $TRACE_SETUPS ('NAME=BUILD [KEY=VALUE ...]', ';' between them)"""
+    """requests decoding ($TRACE_STREAMS at once, default 1, of $TRACE_PROMPT_LEN prompt tokens, default 128), torch
+    profiler over 60 scheduler steps: pristine then patched, or the setups in $TRACE_SETUPS ('NAME=BUILD
+    [KEY=VALUE ...]', ';' between them)"""
     specs = [s.strip() for s in os.environ.get("TRACE_SETUPS", "").split(";") if s.strip()]
     setups = ["--builds", *([] if specs else ["pristine", "patched"]), *[a for s in specs for a in ("--config", s)]]
-    return [harness("step_trace", "--variant", v, "--out", str(out / f"step-trace-{v}"), *setups)
+    load = ["--streams", *knob("TRACE_STREAMS", "1"), "--prompt-len", *knob("TRACE_PROMPT_LEN", "128")]
+    return [harness("step_trace", "--variant", v, "--out", str(out / f"step-trace-{v}"), *setups, *load)
             for v in choice or ["26b-a4b"]]
 
 

@@ -1,18 +1,20 @@
 """Where a served decode step's time goes: on the GPU, or waiting for the scheduler (issue #10).
 
     python -m sglang_gemma4.gpu.step_trace --variant 26b-a4b --out DIR [--builds pristine patched]
-        [--config 'NAME=BUILD [KEY=VALUE ...] [flags]' ...] [--steps 60] [-- server flags for every setup]
+        [--config 'NAME=BUILD [KEY=VALUE ...] [flags]' ...] [--steps 60] [--streams 1] [--prompt-len 128]
+        [-- server flags for every setup]
 
 For each setup (a plain build, or a named variation of one as in bench.py): start the server
-(launch preset, dummy weights), stream one greedy request (128 prompt tokens, 2000 output tokens)
-and, once it has decoded 256 tokens (the same context length for every setup: decode attention's
-cost moves with it), record `--steps` scheduler steps with the torch profiler through the server's
+(launch preset, dummy weights), stream --streams greedy requests at once (--prompt-len prompt tokens
+each, different prompts, 2000 output tokens) and, once each has decoded 256 tokens (the same context
+length for every setup: decode attention's cost moves with it), record `--steps` scheduler steps with the torch profiler through the server's
 /start_profile (GPU activity only: kernels and CUDA API calls, so that the profiler adds little to
 the scheduler's own CPU time; it still slows CUDA calls, so periods read longer than the TPOT).
 From the trace, per decode step (one CUDA-graph replay to the next on the GPU): the period, the
 graph's span on the GPU, the kernel time outside the graph (sampling, metadata) and the GPU's idle
-time. Idle time well above zero means the step waits on the CPU, not on the GPU: kernels cannot
-shorten it.
+time, and how many device-to-host copies ran between the replays (a host read of a GPU value: the
+scheduler waiting for the GPU). Idle time well above zero means the step waits on the CPU, not on
+the GPU: kernels cannot shorten it.
 Writes DIR/<variant>-<setup>-steps.jsonl (a row per step) and DIR/step-trace.md (medians per setup).
 """
 
@@ -66,8 +68,11 @@ def graph_replays(events: list[dict]) -> tuple[list[list[tuple]], list[tuple]]:
 
 def decode_steps(events: list[dict]) -> list[dict]:
     """A row per CUDA-graph replay that has a next one (us): period to the next replay's first
-    kernel, the replay's span and busy time, and what the GPU did before the next replay."""
+    kernel, the replay's span and busy time, and what the GPU did before the next replay: its busy
+    time, its device-to-host copies and its idle time."""
     replays, others = graph_replays(events)
+    host_reads = [e["ts"] for e in events if e.get("ph") == "X" and e.get("cat") == "gpu_memcpy"
+                  and "DtoH" in e.get("name", "")]
     graphs = [[kernel[:2] for kernel in kernels] for kernels in replays]
     rows = []
     for this, following in zip(graphs, graphs[1:]):
@@ -75,17 +80,19 @@ def decode_steps(events: list[dict]) -> list[dict]:
         outside = busy_between(others, end, next_start)
         rows.append({"period_us": next_start - start, "graph_span_us": end - start, "graph_busy_us": union_us(this),
                      "graph_kernels": len(this), "outside_graph_busy_us": outside,
-                     "idle_us": next_start - end - outside})
+                     "idle_us": next_start - end - outside,
+                     "host_reads": sum(end <= ts < next_start for ts in host_reads)})
     return rows
 
 
 def summarize(rows_by_setup: dict[str, list[dict]]) -> str:
     keys = ("period_us", "graph_span_us", "graph_busy_us", "outside_graph_busy_us", "idle_us")
-    lines = ["| setup | steps | " + " | ".join(f"median {k[:-3].replace('_', ' ')} (us)" for k in keys) + " |",
-             "|---|---|" + "---|" * len(keys)]
+    lines = ["| setup | steps | " + " | ".join(f"median {k[:-3].replace('_', ' ')} (us)" for k in keys)
+             + " | steps with a host read |", "|---|---|" + "---|" * (len(keys) + 1)]
     for setup, rows in rows_by_setup.items():
         medians = [statistics.median(r[k] for r in rows) if rows else float("nan") for k in keys]
-        lines.append(f"| {setup} | {len(rows)} | " + " | ".join(f"{m:.1f}" for m in medians) + " |")
+        reads = sum(r.get("host_reads", 0) > 0 for r in rows)
+        lines.append(f"| {setup} | {len(rows)} | " + " | ".join(f"{m:.1f}" for m in medians) + f" | {reads} |")
     return "\n".join(lines)
 
 
@@ -118,22 +125,31 @@ def server_for(variant: str, setup: Setup, flags: list[str], out: Path) -> Serve
                   env=setup.env)
 
 
-def trace_one(variant: str, setup: Setup, steps: int, flags: list[str], out: Path) -> list[dict]:
+def request_for(stream: int, prompt_len: int) -> dict:
+    """A greedy streamed request; each stream its own prompt (no radix-cache hits between them)."""
+    return {"input_ids": [1000 + (stream * 7919 + i) % 5000 for i in range(prompt_len)], "stream": True,
+            "sampling_params": {"max_new_tokens": OUTPUT_LEN, "ignore_eos": True, "temperature": 0}}
+
+
+def trace_one(variant: str, setup: Setup, steps: int, flags: list[str], out: Path, streams: int = 1,
+              prompt_len: int = PROMPT_LEN) -> list[dict]:
     name = f"{variant}/{setup.name}"
     trace_dir = out / f"{variant}-{setup.name}-trace"
     with server_for(variant, setup, flags, out) as server:
-        request = {"input_ids": [1000 + i for i in range(PROMPT_LEN)], "stream": True,
-                   "sampling_params": {"max_new_tokens": OUTPUT_LEN, "ignore_eos": True, "temperature": 0}}
-        decoded = threading.Event()
-        done = threading.Thread(target=stream_tokens, args=(server.url, request, TRACE_AFTER, decoded))
-        done.start()
-        if not decoded.wait(300):
-            raise RuntimeError(f"{name}: the request did not decode {TRACE_AFTER} tokens in 300 s")
+        decoded = [threading.Event() for _ in range(streams)]
+        done = [threading.Thread(target=stream_tokens, args=(server.url, request_for(i, prompt_len), TRACE_AFTER, event))
+                for i, event in enumerate(decoded)]
+        for thread in done:
+            thread.start()
+        deadline = time.monotonic() + 300
+        if not all(event.wait(max(0.0, deadline - time.monotonic())) for event in decoded):
+            raise RuntimeError(f"{name}: the {streams} requests did not decode {TRACE_AFTER} tokens in 300 s")
         status, body = http_json("POST", server.url + "/start_profile", {
             "output_dir": str(trace_dir), "num_steps": steps, "activities": ["GPU"], "record_shapes": False})
         if status != 200:
             raise RuntimeError(f"{name}: /start_profile answered {status}: {body[:300]}")
-        done.join()
+        for thread in done:
+            thread.join()
         trace = written_trace(trace_dir, timeout=300)
     if trace is None:
         raise RuntimeError(f"{name}: no trace under {trace_dir}")
@@ -152,6 +168,8 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     add_setup_arguments(parser)
     parser.add_argument("--steps", type=int, default=60, help="scheduler steps recorded per setup")
+    parser.add_argument("--streams", type=int, default=1, help="requests decoding at once (each its own prompt)")
+    parser.add_argument("--prompt-len", type=int, default=PROMPT_LEN, help="prompt tokens of each request")
     parser.add_argument("--dry-run", action="store_true", help="print each server's command line instead of running")
     parser.add_argument("flags", nargs="*", help="launch_server flags for every setup, after --")
     args = parser.parse_args()
@@ -163,8 +181,9 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     rows = {}
     for setup in chosen_setups(args):  # the table so far after each, so a run cut short keeps what it traced
-        rows[setup.name] = trace_one(args.variant, setup, args.steps, args.flags, out)
-        table = f"# {args.variant}: one request decoding, {args.steps} steps traced per setup\n\n{summarize(rows)}\n"
+        rows[setup.name] = trace_one(args.variant, setup, args.steps, args.flags, out, args.streams, args.prompt_len)
+        table = (f"# {args.variant}: {args.streams} request(s) of {args.prompt_len} prompt tokens decoding, {args.steps} "
+                 f"steps traced per setup\n\n{summarize(rows)}\n")
         (out / "step-trace.md").write_text(table)
         print(table, flush=True)
     return 0
