@@ -46,7 +46,7 @@ from sglang_gemma4.gpu.pool_usage import parse, summary
 from sglang_gemma4.gpu.presets import (MTP_DRAFT_TOKENS, MTP_STEPS, SIMULATED_ACCEPT_LEN, full_acceptance_problem,
                                        simulated_acceptance)
 from sglang_gemma4.gpu.profile import HBM_BYTES_PER_S, active_bytes, weight_bytes
-from sglang_gemma4.gpu.server import REPO, Server, http_json
+from sglang_gemma4.gpu.server import REPO, Server, http_json, patched_env
 from sglang_gemma4.gpu.step_trace import busy_between, graph_replays, union_us, written_trace
 from sglang_gemma4.gpu.variants import VARIANTS, assistant_text_config, text_config
 
@@ -306,7 +306,7 @@ def main() -> int:
     label = args.label or args.build
     stem = f"{args.variant}-{label}-spec-step"
     server = Server(args.variant, args.build, out / f"{stem}.server.log", mtp=True, extra=args.flags,
-                    env={**simulated_acceptance(args.variant, accept), **dict(kv.split("=", 1) for kv in args.env)})
+                    env={**simulated_acceptance(args.variant, accept), **patched_env(args.env)})
     if args.dry_run:
         print(server.describe())
         return 0
