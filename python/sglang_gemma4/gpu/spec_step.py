@@ -47,7 +47,7 @@ from sglang_gemma4.gpu.presets import (MTP_DRAFT_TOKENS, MTP_STEPS, SIMULATED_AC
                                        simulated_acceptance)
 from sglang_gemma4.gpu.profile import HBM_BYTES_PER_S, active_bytes, weight_bytes
 from sglang_gemma4.gpu.server import REPO, Server, http_json, patched_env
-from sglang_gemma4.gpu.step_trace import busy_between, graph_replays, union_us, written_trace
+from sglang_gemma4.gpu.step_trace import busy_between, graph_replays, request_for, union_us, written_trace
 from sglang_gemma4.gpu.variants import VARIANTS, assistant_text_config, text_config
 
 PROMPT_LEN, OUTPUT_LEN, TRACE_AFTER = 128, 1024, 64
@@ -194,8 +194,7 @@ class Stream(threading.Thread):
         self.close = threading.Event()
 
     def run(self) -> None:
-        payload = {"input_ids": [1000 + (self.seed * 7 + i) % 5000 for i in range(self.prompt_len)], "stream": True,
-                   "sampling_params": {"max_new_tokens": OUTPUT_LEN, "ignore_eos": True, "temperature": 0}}
+        payload = request_for(self.seed, self.prompt_len, OUTPUT_LEN)
         request = urllib.request.Request(self.url + "/generate", data=json.dumps(payload).encode(),
                                          headers={"Content-Type": "application/json"})
         try:

@@ -125,10 +125,10 @@ def server_for(variant: str, setup: Setup, flags: list[str], out: Path) -> Serve
                   env=setup.env)
 
 
-def request_for(stream: int, prompt_len: int) -> dict:
-    """A greedy streamed request; each stream its own prompt (no radix-cache hits between them)."""
-    return {"input_ids": [1000 + (stream * 7919 + i) % 5000 for i in range(prompt_len)], "stream": True,
-            "sampling_params": {"max_new_tokens": OUTPUT_LEN, "ignore_eos": True, "temperature": 0}}
+def request_for(stream: int, prompt_len: int, output_len: int = OUTPUT_LEN) -> dict:
+    """A greedy streamed /generate request; each stream its own prompt (no radix-cache hits between them)."""
+    return {"input_ids": [1000 + (stream * 7 + i) % 5000 for i in range(prompt_len)], "stream": True,
+            "sampling_params": {"max_new_tokens": output_len, "ignore_eos": True, "temperature": 0}}
 
 
 def trace_one(variant: str, setup: Setup, steps: int, flags: list[str], out: Path, streams: int = 1,
