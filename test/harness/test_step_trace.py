@@ -1,7 +1,7 @@
 """step_trace's reading of a profiler trace: decode steps from CUDA-graph replays, what the GPU did
 between them and how long it idled."""
 
-from sglang_gemma4.gpu.step_trace import decode_steps, summarize, union_us
+from sglang_gemma4.gpu.step_trace import decode_steps, kernel_table, summarize, union_us
 
 
 def kernel(ts, dur, correlation, cat="kernel", name="k"):
@@ -63,3 +63,18 @@ def test_summary_has_a_row_per_build_with_medians_and_the_steps_that_read_the_gp
     table = summarize(rows)
     assert "| pristine | 3 | 7.0 |" in table and table.splitlines()[2].endswith("| 2 |")
     assert "| patched | 0 | nan |" in table
+
+
+def test_kernels_are_timed_by_name_inside_the_graph_and_between_replays():
+    events = [launch(0, 1), launch(500, 2), launch(1000, 3),
+              kernel(10, 100, 1, name="void moe<1, 2>(int)"), kernel(120, 30, 1, name="void moe<1, 2>(int)"),
+              kernel(160, 20, 1, name="attn"), kernel(300, 7, 50, name="fill"),
+              kernel(510, 50, 2, name="void moe<1, 2>(int)"), kernel(1010, 10, 3, name="attn")]
+    first, second = decode_steps(events)
+    assert first["graph_kernel_us"] == {"moe<1, 2>(int)": 130, "attn": 20}
+    assert first["outside_kernel_us"] == {"fill": 7} and second["outside_kernel_us"] == {}
+    table = kernel_table({"off": [first, second], "on": [first]}, top=2)
+    lines = table.splitlines()
+    # medians per step, a step without the kernel counting 0; largest first; only the top 2 rows
+    assert lines[2] == "| graph | `moe<1, 2>(int)` | 90.0 | 130.0 |"
+    assert lines[3] == "| graph | `attn` | 10.0 | 20.0 |" and len(lines) == 4

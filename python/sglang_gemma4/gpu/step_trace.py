@@ -15,6 +15,8 @@ graph's span on the GPU, the kernel time outside the graph (sampling, metadata) 
 time, and how many device-to-host copies ran between the replays (a host read of a GPU value: the
 scheduler waiting for the GPU). Idle time well above zero means the step waits on the CPU, not on
 the GPU: kernels cannot shorten it.
+Each step also keeps its kernels' time by name, inside the graph and between the replays, so that
+step-trace.md can say which kernels differ between setups.
 Writes DIR/<variant>-<setup>-steps.jsonl (a row per step) and DIR/step-trace.md (medians per setup).
 """
 
@@ -32,6 +34,7 @@ from sglang_gemma4.gpu.server import Server, http_json
 
 PROMPT_LEN, OUTPUT_LEN, TRACE_AFTER = 128, 2000, 256
 GPU_EVENTS = ("kernel", "gpu_memset", "gpu_memcpy")
+TOP_KERNELS = 20
 
 
 def union_us(intervals: list[tuple[float, float]]) -> float:
@@ -45,8 +48,22 @@ def union_us(intervals: list[tuple[float, float]]) -> float:
 
 
 def busy_between(intervals: list[tuple], start: float, end: float) -> float:
-    """Time within [start, end] covered by the union of (start, end) intervals."""
-    return union_us([(max(s, start), min(e, end)) for s, e in intervals if e > start and s < end])
+    """Time within [start, end] covered by the union of (start, end, ...) intervals."""
+    return union_us([(max(s, start), min(e, end)) for s, e, *_ in intervals if e > start and s < end])
+
+
+def short_name(kernel: str) -> str:
+    """A kernel's name cut to its first 90 characters (a C++ name runs to a page; its start names the
+    kernel and its functor)."""
+    return kernel.removeprefix("void ")[:90]
+
+
+def time_by_name(kernels) -> dict[str, float]:
+    """Summed duration per short kernel name of (start, end, name) intervals."""
+    times: dict[str, float] = {}
+    for start, end, name in kernels:
+        times[short_name(name)] = times.get(short_name(name), 0.0) + end - start
+    return times
 
 
 def graph_replays(events: list[dict]) -> tuple[list[list[tuple]], list[tuple]]:
@@ -62,7 +79,7 @@ def graph_replays(events: list[dict]) -> tuple[list[list[tuple]], list[tuple]]:
         if correlation in launches:
             replays.setdefault(correlation, []).append((e["ts"], e["ts"] + e["dur"], e.get("name", "")))
         else:
-            others.append((e["ts"], e["ts"] + e["dur"]))
+            others.append((e["ts"], e["ts"] + e["dur"], e.get("name", "")))
     return sorted((sorted(kernels) for kernels in replays.values()), key=lambda k: k[0][0]), others
 
 
@@ -73,15 +90,16 @@ def decode_steps(events: list[dict]) -> list[dict]:
     replays, others = graph_replays(events)
     host_reads = [e["ts"] for e in events if e.get("ph") == "X" and e.get("cat") == "gpu_memcpy"
                   and "DtoH" in e.get("name", "")]
-    graphs = [[kernel[:2] for kernel in kernels] for kernels in replays]
     rows = []
-    for this, following in zip(graphs, graphs[1:]):
-        start, end, next_start = min(s for s, _ in this), max(e for _, e in this), min(s for s, _ in following)
+    for this, following in zip(replays, replays[1:]):
+        start, end, next_start = this[0][0], max(e for _, e, _ in this), following[0][0]
         outside = busy_between(others, end, next_start)
-        rows.append({"period_us": next_start - start, "graph_span_us": end - start, "graph_busy_us": union_us(this),
-                     "graph_kernels": len(this), "outside_graph_busy_us": outside,
-                     "idle_us": next_start - end - outside,
-                     "host_reads": sum(end <= ts < next_start for ts in host_reads)})
+        between = [k for k in others if end <= k[0] < next_start]
+        rows.append({"period_us": next_start - start, "graph_span_us": end - start,
+                     "graph_busy_us": union_us([k[:2] for k in this]), "graph_kernels": len(this),
+                     "outside_graph_busy_us": outside, "idle_us": next_start - end - outside,
+                     "host_reads": sum(end <= ts < next_start for ts in host_reads),
+                     "graph_kernel_us": time_by_name(this), "outside_kernel_us": time_by_name(between)})
     return rows
 
 
@@ -93,6 +111,25 @@ def summarize(rows_by_setup: dict[str, list[dict]]) -> str:
         medians = [statistics.median(r[k] for r in rows) if rows else float("nan") for k in keys]
         reads = sum(r.get("host_reads", 0) > 0 for r in rows)
         lines.append(f"| {setup} | {len(rows)} | " + " | ".join(f"{m:.1f}" for m in medians) + f" | {reads} |")
+    return "\n".join(lines)
+
+
+def kernel_table(rows_by_setup: dict[str, list[dict]], top: int = TOP_KERNELS) -> str:
+    """Median us per step of each kernel (by short name, a step without it counting 0), inside the graph and
+    between replays, for the `top` kernels largest in any setup: where two setups' steps differ."""
+    medians: dict[tuple[str, str], dict[str, float]] = {}
+    for setup, rows in rows_by_setup.items():
+        for where, key in (("graph", "graph_kernel_us"), ("between", "outside_kernel_us")):
+            names = {name for row in rows for name in row.get(key, {})}
+            for name in names:
+                medians.setdefault((where, name), {})[setup] = statistics.median(row[key].get(name, 0.0) for row in rows)
+    largest = sorted(medians, key=lambda k: -max(medians[k].values()))[:top]
+    setups = list(rows_by_setup)
+    lines = ["| where | kernel | " + " | ".join(f"{s} (us)" for s in setups) + " |",
+             "|---|---|" + "---|" * len(setups)]
+    for where, name in largest:
+        lines.append(f"| {where} | `{name}` | " + " | ".join(f"{medians[(where, name)].get(s, 0.0):.1f}"
+                                                           for s in setups) + " |")
     return "\n".join(lines)
 
 
@@ -183,7 +220,8 @@ def main() -> int:
     for setup in chosen_setups(args):  # the table so far after each, so a run cut short keeps what it traced
         rows[setup.name] = trace_one(args.variant, setup, args.steps, args.flags, out, args.streams, args.prompt_len)
         table = (f"# {args.variant}: {args.streams} request(s) of {args.prompt_len} prompt tokens decoding, {args.steps} "
-                 f"steps traced per setup\n\n{summarize(rows)}\n")
+                 f"steps traced per setup\n\n{summarize(rows)}\n\nKernels, median us per step:\n\n"
+                 f"{kernel_table(rows)}\n")
         (out / "step-trace.md").write_text(table)
         print(table, flush=True)
     return 0
