@@ -1,6 +1,6 @@
 """The harness's HTTP helpers (the readiness wait shared by Server.start and `ask`, raw and JSON
 posts) against a local stand-in server, and Server's guards against outliving or mistaking a server:
-a port already served, SIGTERM while starting or serving."""
+a port still served after the wait (one that frees within it is taken), SIGTERM while starting or serving."""
 
 import json
 import os
@@ -15,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from sglang_gemma4.gpu import ask
+from sglang_gemma4.gpu import server as server_module
 from sglang_gemma4.gpu.server import Server, http_json, wait_ready
 
 
@@ -72,13 +73,27 @@ def test_posts_bytes_as_they_are_and_objects_as_json(url):
     assert http_json("POST", f"{url}/generate", {"sampling_params": {"max_new_tokens": 1}}) == (200, '{"text": " w0"}')
 
 
-def test_server_refuses_a_port_another_process_serves(url, tmp_path):
+def test_server_refuses_a_port_another_process_serves(url, tmp_path, monkeypatch):
     # A leftover server on the port would answer the readiness check and the benchmark instead.
+    monkeypatch.setattr(server_module, "PORT_WAIT_S", 1)
     port = int(url.rsplit(":", 1)[1])
     server = Server("e2b", "patched", tmp_path / "server.log", port=port)
-    with pytest.raises(RuntimeError, match=f"port {port} is already served"):
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=f"port {port} is still served by another process 1 s on"):
         server.start(timeout=5)
+    assert time.monotonic() - started >= 1  # it waited for the port first
     assert server.process is None and not (tmp_path / "server.log").exists()
+
+
+def test_a_port_that_frees_within_the_wait_is_taken():
+    # the server of a run just cut off by its time limit, still being stopped when the next run starts
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    threading.Timer(0.6, listener.close).start()
+    assert not server_module.port_freed(port, within=0.1)
+    assert server_module.port_freed(port, within=10)
 
 
 FAKE_LAUNCH = """#!/usr/bin/env bash

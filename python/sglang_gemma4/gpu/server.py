@@ -24,6 +24,7 @@ ERROR_LINE = re.compile(r"^\w*(Error|Exception)\b.*:")  # a traceback's last lin
 # after the last answer was sent: a run ends with the server idle this long and still running
 IDLE_CHECK_S = 5
 LAUNCH = REPO / "scripts" / "launch_gemma4.sh"
+PORT_WAIT_S = 90  # for a server a cut-off run is still stopping (Server.stop waits up to 60 s)
 
 
 def http_json(method: str, url: str, payload: dict | bytes | None = None, timeout: float = 120) -> tuple[int, str]:
@@ -94,6 +95,17 @@ def port_taken(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
+def port_freed(port: int, within: float) -> bool:
+    """Whether the port is free, or frees within `within` seconds: a server whose run was just cut off
+    by its time limit is still being stopped by it (up to a minute) when the next run starts."""
+    deadline = time.monotonic() + within
+    while port_taken(port):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
 @dataclass
 class Server:
     variant: str
@@ -126,9 +138,9 @@ class Server:
     def start(self, timeout: float = 540) -> "Server":
         # A server left running (e.g. by a run cut off by its time limit) would answer the readiness
         # check and the benchmark in place of this one, while this one fails to bind or load.
-        if port_taken(self.port):
-            raise RuntimeError(f"port {self.port} is already served by another process (a server left "
-                               f"from an earlier run?); not starting {self.variant}/{self.build}")
+        if not port_freed(self.port, within=PORT_WAIT_S):
+            raise RuntimeError(f"port {self.port} is still served by another process {PORT_WAIT_S} s on (a server "
+                               f"left from an earlier run?); not starting {self.variant}/{self.build}")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "w")
         # the log names what it is a log of: the build, the extra environment (opt-in switches), the flags
