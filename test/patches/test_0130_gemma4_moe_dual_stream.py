@@ -1,5 +1,7 @@
 """0130: unless SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0, a Gemma-4 MoE layer captured in a CUDA graph runs
-its dense MLP on a side stream beside the experts. On CPU: when the model makes the side stream. On a
+its dense MLP on a side stream beside the experts, the experts' branch captured first. On CPU: when
+the model makes the side stream; the capture order (the experts, then the dense MLP on the side
+stream forked from before the experts, then the join). On a
 GPU: the two branches captured in a graph and replayed give what running them one after the other
 gives, with the side branch much slower than the other and fresh inputs before the replay."""
 
@@ -100,3 +102,36 @@ def test_only_a_decode_graph_capture_takes_the_side_stream(monkeypatch):
     assert not gemma4_causal.in_decode_graph_capture()
     monkeypatch.setattr(capture_mode, "is_capture_mode", True)
     assert gemma4_causal.in_decode_graph_capture()
+
+
+class RecordedStream:
+    def __init__(self, name: str, events: list):
+        self.name, self.events = name, events
+
+    def record_event(self):
+        self.events.append(f"{self.name} records event {len(self.events)}")
+        return len(self.events) - 1  # the event: where it was recorded
+
+    def wait_event(self, event):
+        self.events.append(f"{self.name} waits for event {event}")
+
+    def wait_stream(self, other):
+        self.events.append(f"{self.name} waits for {other.name}")
+
+
+def test_experts_captured_first_and_the_dense_mlp_forked_from_before_them(monkeypatch):
+    events = []
+    current, side = RecordedStream("current", events), RecordedStream("side", events)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: current)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: events.append(f"on {s.name}") or torch.no_grad())
+    layer = Gemma4DecoderLayer.__new__(Gemma4DecoderLayer)
+    nn.Module.__init__(layer)
+    layer.alt_stream = side
+    layer.mlp = lambda x: events.append("dense MLP") or x + 1
+    layer.moe = lambda x, logits: events.append("experts: routing, alignment, GEMMs") or x * logits
+    mlp_input, moe_input, router_logits = torch.ones(2, 8), torch.full((2, 8), 2.0), torch.full((2, 8), 3.0)
+    mlp_output, moe_output = layer.mlp_beside_moe(mlp_input, moe_input, router_logits)
+    assert events == ["current records event 0", "experts: routing, alignment, GEMMs",
+                      "side waits for event 0", "on side", "dense MLP",
+                      "current waits for side"]
+    assert torch.equal(mlp_output, mlp_input + 1) and torch.equal(moe_output, moe_input * router_logits)
