@@ -8,6 +8,7 @@ import tempfile
 from array import array
 from types import SimpleNamespace
 
+import pytest
 import torch
 from gemma4_config import server_args, write_config
 
@@ -36,6 +37,16 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 def publish_server_args():
     """The scheduler publishes its ServerArgs before it builds a batch: a 26B-A4B server's, here."""
     publish(server_args(write_config(pathlib.Path(tempfile.mkdtemp()) / "m", "26b-a4b", "causal")), role="test")
+
+
+@pytest.fixture
+def maintained_every_step(monkeypatch):
+    """A 26B-A4B server's args published, as the scheduler's, and SWA maintenance at every decode step
+    (SGLANG_SWA_EVICTION_INTERVAL=1), so that a test sees each step's frees."""
+    monkeypatch.setenv("SGLANG_SWA_EVICTION_INTERVAL", "1")
+    publish_server_args()
+    yield
+    reset_context()
 
 
 def request(rid: str, prompt: list[int], max_new_tokens: int = 64) -> Req:
@@ -132,4 +143,4 @@ class Serving:
         return self.size_swa - self.allocator.swa_available_size()
 
 
-__all__ = ["Serving", "publish_server_args", "request", "reset_context"]
+__all__ = ["Serving", "maintained_every_step", "publish_server_args", "request", "reset_context"]

@@ -16,20 +16,19 @@ Off (the default), the prompt's last window stays locked until the request ends,
 
 import pytest
 import torch
-from swa_serving import Serving, publish_server_args, request, reset_context
+from swa_serving import Serving, maintained_every_step, request  # noqa: F401 (a fixture)
 
 from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
 
 WINDOW = 8
 
 
+pytestmark = pytest.mark.usefixtures("maintained_every_step")
+
+
 @pytest.fixture(autouse=True)
-def scheduler(monkeypatch):
-    monkeypatch.setenv("SGLANG_SWA_EVICTION_INTERVAL", "1")
-    monkeypatch.delenv("SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX", raising=False)  # on by default
-    publish_server_args()
-    yield
-    reset_context()
+def switch_on_by_default(monkeypatch):
+    monkeypatch.delenv("SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX", raising=False)
 
 
 def window_start(serving: Serving, req) -> int:

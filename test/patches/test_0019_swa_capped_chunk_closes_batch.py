@@ -20,17 +20,12 @@ import random
 
 import pytest
 from overlap_scheduler import OverlapScheduler
-from swa_serving import Serving, publish_server_args, request, reset_context
+from swa_serving import Serving, maintained_every_step, request  # noqa: F401 (a fixture)
 
 from sglang.srt.managers.schedule_policy import AddReqResult, PrefillAdder
 
 
-@pytest.fixture(autouse=True)
-def scheduler(monkeypatch):
-    monkeypatch.setenv("SGLANG_SWA_EVICTION_INTERVAL", "1")
-    publish_server_args()
-    yield
-    reset_context()
+pytestmark = pytest.mark.usefixtures("maintained_every_step")
 
 
 def stops_mid_prompt(req) -> bool:

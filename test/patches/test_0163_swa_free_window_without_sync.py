@@ -13,7 +13,7 @@ window of 8 tokens, maintenance at every decode step:
 
 import pytest
 import torch
-from swa_serving import Serving, publish_server_args, request, reset_context
+from swa_serving import Serving, maintained_every_step, request  # noqa: F401 (a fixture)
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from sglang.srt.managers import schedule_batch
@@ -40,12 +40,7 @@ class HostReads(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.fixture(autouse=True)
-def scheduler(monkeypatch):
-    monkeypatch.setenv("SGLANG_SWA_EVICTION_INTERVAL", "1")
-    publish_server_args()
-    yield
-    reset_context()
+pytestmark = pytest.mark.usefixtures("maintained_every_step")
 
 
 @pytest.fixture
