@@ -54,14 +54,15 @@ def request(rid: str, prompt: list[int], max_new_tokens: int = 64) -> Req:
 
 
 class Serving:
-    def __init__(self, page_size: int, window: int, size: int = 512, size_swa: int = 256):
+    def __init__(self, page_size: int, window: int, size: int = 512, size_swa: int = 256, max_requests: int = 8,
+                 max_context_len: int = 512):
         self.page_size, self.window = page_size, window
         self.size, self.size_swa = size, size_swa
         pool = SWAKVPool(size=size, size_swa=size_swa, page_size=page_size, dtype=torch.bfloat16, head_num=1,
                          head_dim=8, swa_attention_layer_ids=[0], full_attention_layer_ids=[1], device=DEVICE)
         self.allocator = SWATokenToKVPoolAllocator(size, size_swa, page_size, torch.bfloat16, DEVICE, pool,
                                                    need_sort=False)
-        self.req_to_token_pool = ReqToTokenPool(size=8, max_context_len=512, device=DEVICE,
+        self.req_to_token_pool = ReqToTokenPool(size=max_requests, max_context_len=max_context_len, device=DEVICE,
                                                 enable_memory_saver=False)
         self.cache = UnifiedRadixCache(CacheInitParams(
             disable=False, req_to_token_pool=self.req_to_token_pool, token_to_kv_pool_allocator=self.allocator,

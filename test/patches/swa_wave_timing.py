@@ -20,7 +20,7 @@ import patched_tree  # noqa: E402,F401  (the patched sglang first on sys.path)
 from swa_serving import Serving, publish_server_args, request  # noqa: E402
 
 
-def wave(serving: Serving, first_id: int, args) -> list:
+def wave(first_id: int, args) -> list:
     return [request(f"r{first_id + i}", [1000 + ((first_id + i) * 7 + k) % 5000 for k in range(args.prompt)],
                     max_new_tokens=args.decode + 10) for i in range(args.requests)]
 
@@ -39,11 +39,10 @@ def main() -> int:
         os.environ["SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS"] = "0"
     publish_server_args()
     tokens = args.requests * (args.prompt + args.decode)
-    serving = Serving(page_size=1, window=args.window, size=3 * tokens, size_swa=2 * tokens)
-    serving.req_to_token_pool.__init__(size=args.requests + 4, max_context_len=args.prompt + args.decode + 16,
-                                       device="cpu", enable_memory_saver=False)
+    serving = Serving(page_size=1, window=args.window, size=3 * tokens, size_swa=2 * tokens,
+                      max_requests=args.requests + 4, max_context_len=args.prompt + args.decode + 16)
     start = time.perf_counter()
-    for req in wave(serving, 0, args):
+    for req in wave(0, args):
         serving.admit(req)
     admitted = time.perf_counter()
     steps = []
@@ -60,7 +59,7 @@ def main() -> int:
     if profile:
         profile.disable()
     finished = time.perf_counter()
-    for req in wave(serving, args.requests, args):
+    for req in wave(args.requests, args):
         serving.admit(req)
     print(f"{args.switches}: admit {admitted - start:.3f} s, decode step median {statistics.median(steps) * 1e3:.2f} ms, "
           f"finish all {finished - finishing:.3f} s, admit the next wave {time.perf_counter() - finished:.3f} s")

@@ -7,9 +7,10 @@
 For each setup (a plain build, or a named variation of one as in bench.py): start the server
 (launch preset, dummy weights), stream --streams greedy requests at once (--prompt-len prompt tokens
 each, different prompts, 2000 output tokens) and, once each has decoded 256 tokens (the same context
-length for every setup: decode attention's cost moves with it), record `--steps` scheduler steps with the torch profiler through the server's
-/start_profile (GPU activity only: kernels and CUDA API calls, so that the profiler adds little to
-the scheduler's own CPU time; it still slows CUDA calls, so periods read longer than the TPOT).
+length for every setup: decode attention's cost moves with it), record `--steps` scheduler steps
+with the torch profiler through the server's /start_profile (GPU activity only: kernels and CUDA API
+calls, so that the profiler adds little to the scheduler's own CPU time; it still slows CUDA calls, so
+periods read longer than the TPOT).
 From the trace, per decode step (one CUDA-graph replay to the next on the GPU): the period, the
 graph's span on the GPU, the kernel time outside the graph (sampling, metadata) and the GPU's idle
 time, and how many device-to-host copies ran between the replays (a host read of a GPU value: the
@@ -62,7 +63,8 @@ def time_by_name(kernels) -> dict[str, float]:
     """Summed duration per short kernel name of (start, end, name) intervals."""
     times: dict[str, float] = {}
     for start, end, name in kernels:
-        times[short_name(name)] = times.get(short_name(name), 0.0) + end - start
+        key = short_name(name)
+        times[key] = times.get(key, 0.0) + end - start
     return times
 
 
