@@ -50,6 +50,7 @@ def main() -> int:
         step = time.perf_counter()
         serving.decode(1)
         steps.append(time.perf_counter() - step)
+    nodes = len(serving.cache.tree_core._node_arena)  # the radix tree's nodes, the root included
     finishing = time.perf_counter()
     profile = cProfile.Profile() if args.profile else None
     if profile:
@@ -62,7 +63,7 @@ def main() -> int:
     for req in wave(args.requests, args):
         serving.admit(req)
     print(f"{args.switches}: admit {admitted - start:.3f} s, decode step median {statistics.median(steps) * 1e3:.2f} ms, "
-          f"finish all {finished - finishing:.3f} s, admit the next wave {time.perf_counter() - finished:.3f} s")
+          f"{nodes} tree nodes, finish all {finished - finishing:.3f} s, admit the next wave {time.perf_counter() - finished:.3f} s")
     if profile:
         pstats.Stats(profile).sort_stats("cumulative").print_stats(12)
     return 0

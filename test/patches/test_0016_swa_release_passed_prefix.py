@@ -9,6 +9,9 @@ SWA maintenance at every decode step (SGLANG_SWA_EVICTION_INTERVAL=1):
   its SWA slot and every token below its window has none (prompt and decode tokens alike), also
   when two requests share a prefix, for a chunked prompt and around a retraction;
 - a second request sharing the prompt is matched with the first one's full-attention indices;
+- the part of the prompt released at each maintenance is joined back into the released node above
+  it, so the request's path stays a few tree nodes however many maintenances ran (also when the
+  released SWA KV is evicted between them), and a node another request's prefix ends at is kept;
 - when every request has finished or been retracted, both pools return to their size (no slot
   leaked or freed twice) and the radix tree passes its own sanity check.
 
@@ -73,6 +76,16 @@ def assert_windows_resident(serving: Serving, exact: bool = True):
             below = below[~torch.isin(below, read)]
             assert not serving.has_swa(below).any(), f"{req.rid}: a slot below its window kept SWA"
     assert_pools_add_up(serving)
+
+
+def path_nodes(serving: Serving, req) -> list:
+    """The tree nodes from the request's last node up to the root (excluded), bottom-up."""
+    core = serving.cache.tree_core
+    node, nodes = core.node_by_id(req.last_node), []
+    while node is not core.root_node:
+        nodes.append(node)
+        node = node.parent
+    return nodes
 
 
 def assert_all_returned(serving: Serving):
@@ -190,6 +203,58 @@ def test_a_finished_context_is_matched_with_its_full_attention_indices():
     second = request("b", context + [5, 6, 7])
     assert torch.equal(serving.admit(second), indices)
     serving.finish(second)
+    assert_all_returned(serving)
+
+
+@pytest.mark.parametrize("page", [1, 4])
+@pytest.mark.parametrize("pressure", [False, True], ids=["kept", "evicted"])
+def test_the_released_prompt_stays_a_few_tree_nodes(page, pressure):
+    """A maintenance at every step splits the locked prompt node at every step; without the join
+    the prompt would end as ~one node per step. Under pressure the released SWA KV is evicted
+    after every step: then a tombstone joins the tombstone above it."""
+    serving = Serving(page, WINDOW)
+    req = request("a", list(range(100, 164)))
+    serving.admit(req)
+    prompt_nodes = len(path_nodes(serving, req))
+
+    def check():
+        if pressure:
+            serving.evict_all()
+        # at most: a released tombstone, a released node with SWA KV, the locked rest
+        assert len(path_nodes(serving, req)) <= max(prompt_nodes, 3)
+        assert sum(len(n.key) for n in path_nodes(serving, req)) == req.cache_protected_len
+        assert_pools_add_up(serving)
+
+    serving.decode(60, check)
+    assert req.swa_prefix_lock_released
+    serving.cache.sanity_check()
+    serving.finish(req)
+    assert_all_returned(serving)
+
+
+@pytest.mark.parametrize("page", [1, 4])
+def test_a_node_another_request_ends_at_is_not_joined(page):
+    """The second request's prompt ends inside the first one's, and its window has passed its
+    prompt (SWA unlocked there) before the first one's releases reach that node."""
+    serving = Serving(page, WINDOW)
+    second = request("b", list(range(100, 124)))
+    serving.admit(second)
+    serving.decode(12)
+    assert second.swa_prefix_lock_released
+    first = request("a", list(range(100, 164)))
+    serving.admit(first)
+    last_node, prefix_len = second.last_node, sum(len(n.key) for n in path_nodes(serving, second))
+
+    def check():
+        # the first request's releases split the shared node; the second's last node stays
+        assert second.last_node == last_node and last_node in serving.cache.tree_core._node_arena
+        assert sum(len(n.key) for n in path_nodes(serving, second)) == prefix_len
+        assert_windows_resident(serving, exact=False)
+
+    serving.decode(30, check)
+    assert len(path_nodes(serving, first)) < 8
+    for req in (first, second):
+        serving.finish(req)
     assert_all_returned(serving)
 
 
