@@ -373,7 +373,7 @@ KV_ON = "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX=1 SGLANG_OPT_SWA_POOL_FROM_RUNNING
 KV_SETUPS = {"off": KV_OFF, "on": KV_ON, "on-i128": f"{KV_ON} SGLANG_SWA_EVICTION_INTERVAL=128",
              **{f"{side}-r{n}": f"{env} --max-running-requests {n}" for n in (32, 48)
                 for side, env in (("off", KV_OFF), ("on", KV_ON))}}
-KV_PARTS = (*KV_SETUPS, "parity", "canary", "memory")
+KV_PARTS = (*KV_SETUPS, "parity", "canary", "memory", "memory-off", "memory-on")
 # decode graphs up to the 64 requests the workloads run; no prefill graphs: shorter starts, and sglang's KV
 # canary needs them off
 KV_FLAGS = (*presets.DECODE_GRAPHS, "--cuda-graph-backend-prefill", "disabled")
@@ -385,7 +385,7 @@ def kv_capacity(choice, out):
     off-r48, on-r48 (--max-running-requests 32 or 48) under summarization 80 x 8000/1000 and chat at 32 and 64 at
     once ($KV_WORKLOADS); parity (26B-A4B, E4B vs transformers, both on); canary (both on, 32 running, chat at 64,
     sglang's KV canary raising on a freed or overwritten slot); memory (the $KV_MEMORY_VARIANTS presets, default
-    31b e4b, off then on). Each call ends with the memory and KV-capacity table of every server logged so far
+    31b e4b, off then on; memory-off, memory-on: one side). Each call ends with the memory and KV-capacity table of every server logged so far
     (kv-capacity/memory.md; $VLLM_LOG adds a vLLM log)"""
     kv = out / "kv-capacity"
     parts = choice or ["off", "on"]
@@ -398,10 +398,11 @@ def kv_capacity(choice, out):
             steps += Comparison("kv-capacity/canary",
                                 (f"on-r32-canary=patched {KV_ON} --max-running-requests 32 --kv-canary raise",),
                                 ("chat-at-64",), None, KV_FLAGS).steps(out)
-        elif part == "memory":
+        elif part.startswith("memory"):
+            sides = ("off", "on") if part == "memory" else (part.removeprefix("memory-"),)
             steps += [harness("smoke", "--out", str(kv / f"memory-{side}"), "--build", "patched", "--variants",
                               *knob("KV_MEMORY_VARIANTS", "31b e4b"), "--env", *KV_SETUPS[side].split(), "--",
-                              *KV_FLAGS) for side in ("off", "on")]
+                              *KV_FLAGS) for side in sides]
         elif part in KV_SETUPS:
             steps += Comparison("kv-capacity", named(KV_SETUPS, [part], "kv-capacity"),
                                 ("summarization-80-at-16", "summarization-80-at-32", "summarization-80-at-64", "chat-at-32",
