@@ -6,7 +6,8 @@ interpreter on CPU (float32) and for real on a GPU:
   outputs, for 1-32 splits, head dims 64-512, requests whose splits are partly empty (short
   sequences), uneven split counts per request, and attention sinks; and it matches the loop;
 - a whole grouped decode step with the switch on matches float32 attention;
-- off (the default), or with more split outputs than one program holds (64 x 512), the loop runs."""
+- off (the default), or with more split outputs than one program holds (64 x 512), the loop runs;
+- on a GPU, 26B-A4B's head count at 1 and 64 requests of up to 8000 tokens, 8 or 32 splits."""
 
 import pytest
 import torch
@@ -130,3 +131,20 @@ def test_a_grouped_decode_step_with_the_switch_on_matches_attention(monkeypatch,
         scores = torch.einsum("hd,khd->hk", q[b].float(), kb) * dim ** -0.5
         ref = torch.einsum("hk,khd->hd", scores.softmax(-1), vb)
         torch.testing.assert_close(out[b].float(), ref, rtol=TOLERANCE, atol=TOLERANCE)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (runs on the GPU machine)")
+@pytest.mark.parametrize("batch, max_splits, dim", [(1, 32, 512), (64, 32, 256), (64, 8, 512)])
+def test_served_shapes_on_the_gpu(monkeypatch, stage2, batch, max_splits, dim):
+    """26B-A4B's 16 query heads, split counts and lengths as sglang's heuristic gives them."""
+    seq_lens = torch.randint(1, 8000, (batch,), generator=torch.Generator().manual_seed(batch)).tolist()
+    splits = [min(max_splits, 1 + n // 256) for n in seq_lens]
+    data = split_outputs(batch, 16, max_splits, dim, seq_lens, splits, seed=batch + dim)
+    monkeypatch.setenv("SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE", "1")
+    one_pass = merge(data)
+    monkeypatch.setenv("SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE", "0")
+    loop = merge(data)
+    assert stage2 == ["_fwd_kernel_stage2_one_pass", "_fwd_kernel_stage2"]
+    torch.testing.assert_close(one_pass.cpu(), reference_merge(data), rtol=TOLERANCE, atol=TOLERANCE)
+    torch.testing.assert_close(one_pass, loop, rtol=TOLERANCE, atol=TOLERANCE)
