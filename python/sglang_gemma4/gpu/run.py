@@ -385,8 +385,8 @@ def kv_capacity(choice, out):
     off-r48, on-r48 (--max-running-requests 32 or 48) under summarization 80 x 8000/1000 and chat at 32 and 64 at
     once ($KV_WORKLOADS); parity (26B-A4B, E4B vs transformers, both on); canary (both on, 32 running, chat at 64,
     sglang's KV canary raising on a freed or overwritten slot); memory (the $KV_MEMORY_VARIANTS presets, default
-    31b e4b, off then on; memory-off, memory-on: one side). Each call ends with the memory and KV-capacity table of every server logged so far
-    (kv-capacity/memory.md; $VLLM_LOG adds a vLLM log)"""
+    31b e4b, off then on; memory-off, memory-on: one side). Each call ends with the memory and KV-capacity table
+    of every server logged so far (kv-capacity/memory.md; $VLLM_LOG adds a vLLM log)"""
     kv = out / "kv-capacity"
     parts = choice or ["off", "on"]
     steps = []
