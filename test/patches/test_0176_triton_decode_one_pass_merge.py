@@ -94,11 +94,12 @@ def test_one_pass_merge_matches_the_reference_and_the_loop(monkeypatch, stage2, 
     torch.testing.assert_close(one_pass, loop, rtol=TOLERANCE, atol=TOLERANCE)
 
 
-def test_attention_sinks(monkeypatch):
+def test_attention_sinks(monkeypatch, stage2):
     monkeypatch.setenv("SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE", "1")
     data = split_outputs(2, 4, 8, 64, [100, 17], [8, 8], seed=7)
     sinks = randn(4, seed=9)
     torch.testing.assert_close(merge(data, sinks).cpu(), reference_merge(data, sinks), rtol=TOLERANCE, atol=TOLERANCE)
+    assert stage2 == ["_fwd_kernel_stage2_one_pass"]
 
 
 def test_off_or_too_wide_keeps_the_loop(monkeypatch, stage2):
@@ -111,7 +112,7 @@ def test_off_or_too_wide_keeps_the_loop(monkeypatch, stage2):
 
 
 @pytest.mark.parametrize("batch, context, dim, splits", [(1, 37, 256, 16), (2, 70, 512, 32)])
-def test_a_grouped_decode_step_with_the_switch_on_matches_attention(monkeypatch, batch, context, dim, splits):
+def test_a_grouped_decode_step_with_the_switch_on_matches_attention(monkeypatch, stage2, batch, context, dim, splits):
     """One decode step through stage 1 and the one-pass merge: 2 KV heads, 8 query heads, KV at
     shuffled rows, against float32 attention."""
     monkeypatch.setenv("SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE", "1")
@@ -124,6 +125,7 @@ def test_a_grouped_decode_step_with_the_switch_on_matches_attention(monkeypatch,
     lse = torch.empty(batch, heads, splits, device=DEVICE)
     num_splits = torch.full((batch,), splits, dtype=torch.int32, device=DEVICE)
     da.decode_attention_fwd_grouped(q, k, v, out, indptr, indices, logits, lse, num_splits, splits, dim ** -0.5, 1.0)
+    assert stage2 == ["_fwd_kernel_stage2_one_pass"]
     for b in range(batch):
         rows_b = indices[b * context:(b + 1) * context]
         kb = k[rows_b].float().repeat_interleave(heads // kv_heads, dim=1)
