@@ -75,6 +75,16 @@ def stage2(monkeypatch):
     return launched
 
 
+def assert_one_pass_matches_the_reference_and_the_loop(monkeypatch, stage2, data):
+    monkeypatch.setenv("SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE", "1")
+    one_pass = merge(data)
+    monkeypatch.setenv("SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE", "0")
+    loop = merge(data)
+    assert stage2 == ["_fwd_kernel_stage2_one_pass", "_fwd_kernel_stage2"]
+    torch.testing.assert_close(one_pass.cpu(), reference_merge(data), rtol=TOLERANCE, atol=TOLERANCE)
+    torch.testing.assert_close(one_pass, loop, rtol=TOLERANCE, atol=TOLERANCE)
+
+
 @pytest.mark.parametrize("max_splits, dim, seq_lens, splits", [
     (1, 64, [5, 40], [1, 1]),
     (4, 128, [3, 200, 64], [4, 2, 4]),  # the first request's splits are mostly empty
@@ -84,14 +94,7 @@ def stage2(monkeypatch):
 ])
 def test_one_pass_merge_matches_the_reference_and_the_loop(monkeypatch, stage2, max_splits, dim, seq_lens, splits):
     data = split_outputs(len(seq_lens), 2, max_splits, dim, seq_lens, splits, seed=max_splits * 10 + dim)
-    monkeypatch.setenv("SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE", "1")
-    one_pass = merge(data)
-    monkeypatch.setenv("SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE", "0")
-    loop = merge(data)
-    assert stage2 == ["_fwd_kernel_stage2_one_pass", "_fwd_kernel_stage2"]
-    ref = reference_merge(data)
-    torch.testing.assert_close(one_pass.cpu(), ref, rtol=TOLERANCE, atol=TOLERANCE)
-    torch.testing.assert_close(one_pass, loop, rtol=TOLERANCE, atol=TOLERANCE)
+    assert_one_pass_matches_the_reference_and_the_loop(monkeypatch, stage2, data)
 
 
 def test_attention_sinks(monkeypatch, stage2):
@@ -143,10 +146,4 @@ def test_served_shapes_on_the_gpu(monkeypatch, stage2, batch, max_splits, dim):
     seq_lens = torch.randint(1, 8000, (batch,), generator=torch.Generator().manual_seed(batch)).tolist()
     splits = [min(max_splits, 1 + n // 256) for n in seq_lens]
     data = split_outputs(batch, 16, max_splits, dim, seq_lens, splits, seed=batch + dim)
-    monkeypatch.setenv("SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE", "1")
-    one_pass = merge(data)
-    monkeypatch.setenv("SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE", "0")
-    loop = merge(data)
-    assert stage2 == ["_fwd_kernel_stage2_one_pass", "_fwd_kernel_stage2"]
-    torch.testing.assert_close(one_pass.cpu(), reference_merge(data), rtol=TOLERANCE, atol=TOLERANCE)
-    torch.testing.assert_close(one_pass, loop, rtol=TOLERANCE, atol=TOLERANCE)
+    assert_one_pass_matches_the_reference_and_the_loop(monkeypatch, stage2, data)
