@@ -93,23 +93,40 @@ def test_each_workload_draws_its_own_prompts():
     assert seeds["chat-at-32"] == "3448979065"  # and the same prompts in every process and run
 
 
-def served(tmp_path, monkeypatch, accept_lens: list[float], retokenized: int = 64000) -> dict:
-    """run_workload on an MTP server whose bench_serving run (faked) wrote its record and whose
-    scheduler logged a decode line per accept length."""
+def served(tmp_path, monkeypatch, accept_lens: list[float], retokenized: int = 64000, workload: str = "chat",
+           itls: list[list[float]] | None = None) -> dict:
+    """run_workload on an MTP server whose bench_serving run (faked) wrote its record (with every
+    request's token gaps when asked for details) and whose scheduler logged a decode line per accept length."""
     server = Server("26b-a4b", "patched", tmp_path / "26b-a4b-on.server.log", mtp=True)
     server.log_path.write_text("[2026-11-24 10:00:00] max_total_num_tokens=456407 full_layer_tokens=456407\n")
 
     def bench_serving(argv, **kwargs):
         raw = argv[argv.index("--output-file") + 1]
+        details = {"itls": itls, "ttfts": [0.05] * len(itls)} if "--output-details" in argv else {}
         with open(raw, "w") as f:
-            f.write(json.dumps({"output_throughput": 2500.0, "total_output_tokens_retokenized": retokenized}) + "\n")
+            f.write(json.dumps({"output_throughput": 2500.0, "total_output_tokens_retokenized": retokenized,
+                                **details}) + "\n")
         with server.log_path.open("a") as log:
             log.writelines(f"[2026-11-24 10:01:{i:02d}] Decode batch, #running-req: 32, accept len: {a:.2f}, "
                            f"accept rate: {(a - 1) / 3:.2f}, cuda graph: True, gen throughput (token/s): 2500.00\n"
                            for i, a in enumerate(accept_lens))
 
     monkeypatch.setattr(bench.subprocess, "run", bench_serving)
-    return run_workload(server, "on", "chat", "/tok", tmp_path)
+    return run_workload(server, "on", workload, "/tok", tmp_path)
+
+
+def test_batch1_records_where_its_long_token_gaps_fall(tmp_path, monkeypatch):
+    """A request's TPOT is its mean gap: a stall every 16th step, or a slow first step, lifts it above the
+    median ITL; the record says how many such gaps, what they add per token, and after which tokens."""
+    step = 0.004
+    periodic = [0.012 if token % 16 == 0 else step for token in range(1, 65)]  # 8 ms extra before 16, 32, 48, 64
+    slow_start = [0.010] + [step] * 63  # 6 ms extra before the second token
+    record = served(tmp_path, monkeypatch, [2.8], workload="batch1", itls=[periodic, slow_start])
+    assert record["long_gaps_per_req"] == 2.5
+    assert record["long_gap_ms_per_token"] == pytest.approx((4 * 8 + 6) / 128)
+    assert record["long_gap_tokens"] == [1, 16, 32, 48, 64]
+    assert "itls" not in record and "ttfts" not in record  # the lists stay in the raw file
+    assert "long_gaps_per_req" not in served(tmp_path, monkeypatch, [2.8], workload="chat", itls=[[step]])
 
 
 def test_a_workload_records_the_accept_length_its_server_logged(tmp_path, monkeypatch):

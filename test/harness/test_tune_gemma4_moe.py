@@ -70,3 +70,18 @@ def test_per_gemm_files_refuse_a_winner_of_another_tile_height():
     current = {1: {"gate_up": {"BLOCK_SIZE_M": 16}, "down": {"BLOCK_SIZE_M": 16}}}
     with pytest.raises(AssertionError):
         tune.per_gemm_files(current, {1: {"gate_up": {"BLOCK_SIZE_M": 32}, "down": {"BLOCK_SIZE_M": 16}}})
+
+
+@pytest.mark.parametrize("variant, sums_in_down_gemm", [("26b-a4b", True), ("e4b", False)])
+def test_tuning_runs_under_the_presets_server_arguments(variant, sums_in_down_gemm):
+    """fused_experts reads the published server arguments: the 26B-A4B preset's down GEMM adds the
+    top-k outputs itself (--enable-fused-moe-sum-all-reduce), which the tuner must time that way."""
+    import patched_tree  # noqa: F401  (the patched sglang first on sys.path)
+    from sglang.srt.runtime_context import get_exec, reset_context
+
+    tune.publish_server_args(variant, "--device", "cpu")
+    try:
+        assert get_exec().moe.enable_fused_moe_sum_all_reduce is sums_in_down_gemm
+        assert get_exec().deterministic.enable_deterministic_inference is False
+    finally:
+        reset_context()  # the next test starts unpublished, as a fresh process does

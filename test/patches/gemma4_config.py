@@ -1,25 +1,7 @@
-"""config.json-only Gemma-4 checkpoints (no weights), and the ServerArgs a server would build from
-them, for the server-args tests."""
+"""The ServerArgs a server would build from a config.json-only Gemma-4 checkpoint
+(sglang_gemma4.gpu.variants.write_config), for the server-args tests."""
 
-import json
 from pathlib import Path
-
-from sglang_gemma4.gpu.variants import ARCHS, text_config
-
-
-def write_config(directory: Path, variant: str, arch: str) -> Path:
-    """Write config.json for `variant` served as `arch` ("causal" or "conditional")."""
-    text = text_config(variant)
-    if arch == "causal":
-        config = {**text, "architectures": [ARCHS[arch]]}
-    else:
-        from transformers.models.gemma4.configuration_gemma4 import Gemma4Config
-
-        config = Gemma4Config(text_config=text).to_dict()
-        config["architectures"] = [ARCHS[arch]]
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "config.json").write_text(json.dumps(config, indent=1))
-    return directory
 
 
 def server_args(model_dir: Path, *extra: str):

@@ -7,7 +7,9 @@ import json
 import logging
 
 import pytest
-from gemma4_config import server_args, write_config
+from gemma4_config import server_args
+
+from sglang_gemma4.gpu.variants import write_config
 
 import sglang.srt.server_args as server_args_module
 

@@ -1,12 +1,15 @@
-"""0176: with SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE=1 the Triton decode backend merges a step's KV
-splits (stage 2) in one pass over all of them instead of a loop.  Kernels run in Triton's
-interpreter on CPU (float32) and for real on a GPU:
+"""0176: the Triton decode backend merges a step's KV splits (stage 2) in one pass over all of them
+instead of a loop, and its split cap rises to 32 where that merge holds them
+(SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE, on by default).  Kernels run in Triton's interpreter on
+CPU (float32) and for real on a GPU:
 
 - the merge matches a float32 torch reference of the split-softmax merge on fresh random split
   outputs, for 1-32 splits, head dims 64-512, requests whose splits are partly empty (short
   sequences), uneven split counts per request, and attention sinks; and it matches the loop;
 - a whole grouped decode step with the switch on matches float32 attention;
-- off (the default), or with more split outputs than one program holds (64 x 512), the loop runs;
+- on by default; off, or with more split outputs than one program holds (64 x 512), the loop runs;
+- the split cap: the flag's value raised to 32 for value heads up to 512 wide, kept when larger, when
+  the merge could not hold 32 splits (1024-wide heads) or when the switch is off;
 - on a GPU, 26B-A4B's head count at 1 and 64 requests of up to 8000 tokens, 8 or 32 splits."""
 
 import pytest
@@ -105,13 +108,29 @@ def test_attention_sinks(monkeypatch, stage2):
     assert stage2 == ["_fwd_kernel_stage2_one_pass"]
 
 
-def test_off_or_too_wide_keeps_the_loop(monkeypatch, stage2):
-    data = split_outputs(1, 1, 64, 512, [3000], [64], seed=3)
-    monkeypatch.setenv("SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE", "1")
-    merge(data)  # 64 splits x 512: more than one program holds
-    monkeypatch.delenv("SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE")
-    merge(split_outputs(1, 1, 8, 64, [30], [8], seed=4))  # off by default
-    assert stage2 == ["_fwd_kernel_stage2", "_fwd_kernel_stage2"]
+def test_on_by_default_and_off_or_too_wide_keeps_the_loop(monkeypatch, stage2):
+    small = split_outputs(1, 1, 8, 64, [30], [8], seed=4)
+    monkeypatch.delenv("SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE", raising=False)
+    merge(small)  # on by default
+    merge(split_outputs(1, 1, 64, 512, [3000], [64], seed=3))  # 64 splits x 512: more than one program holds
+    monkeypatch.setenv("SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE", "0")
+    merge(small)
+    assert stage2 == ["_fwd_kernel_stage2_one_pass", "_fwd_kernel_stage2", "_fwd_kernel_stage2"]
+
+
+@pytest.mark.parametrize("switch, flag, v_head_dim, cap", [
+    (None, 8, 512, 32),  # Gemma-4's widest value head (full layers), switch on by default
+    ("1", 8, 256, 32),
+    ("1", 64, 512, 64),  # a larger flag stays
+    ("1", 8, 1024, 8),  # the merge could not hold 32 splits of 1024: the loop, and the flag's cap
+    ("0", 8, 512, 8),
+])
+def test_the_kv_split_cap_rises_where_the_merge_holds_it(monkeypatch, switch, flag, v_head_dim, cap):
+    if switch is None:
+        monkeypatch.delenv("SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE", raising=False)
+    else:
+        monkeypatch.setenv("SGLANG_OPT_TRITON_DECODE_ONE_PASS_MERGE", switch)
+    assert da.decode_kv_splits_cap(flag, v_head_dim) == cap
 
 
 @pytest.mark.parametrize("batch, context, dim, splits", [(1, 37, 256, 16), (2, 70, 512, 32)])

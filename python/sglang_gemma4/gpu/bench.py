@@ -10,7 +10,8 @@ gives the plain builds, `--config` named variations of them, e.g.
 `--config 'r0.15=patched SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW=1 --swa-full-tokens-ratio 0.15'`.
 For each setup: start the server (launch preset), run every workload (random-ids prompts, no
 dataset download), stop it.  Appends to DIR/bench.jsonl (bench_serving's records plus setup/
-variant/workload, the server's KV pool sizes and its pool usage during the workload) and writes
+variant/workload, the server's KV pool sizes and its pool usage during the workload; for the batch-1
+workloads also how many token gaps were over twice the median and after which tokens) and writes
 DIR/summary.md (medians, and the ratio when there are two setups), DIR/summary.png and a pool-usage
 plot per setup.  `--summarize-only` rebuilds the tables from DIR/bench.jsonl, e.g. after setups ran
 in separate calls.  The bench client always runs from the pristine build.
@@ -56,7 +57,12 @@ WORKLOADS = {
 IMAGE_WORKLOADS = {
     "images-6": (128, 64, 64, 16, 6, "720p"),
 }
-METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "median_itl_ms", "median_decode_tok_s_at_peak",
+# one request at a time: bench_serving keeps every token gap of these (--output-details), to tell where a
+# request's mean gap (its TPOT) leaves the median step
+GAP_DETAIL_WORKLOADS = ("batch1", "batch1-long")
+PER_REQUEST_DETAILS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
+METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "median_itl_ms", "mean_itl_ms", "p99_itl_ms",
+           "long_gaps_per_req", "long_gap_ms_per_token", "median_decode_tok_s_at_peak",
            "duration", "peak_running_req", "peak_queue_req", "peak_full_token_usage", "peak_swa_token_usage",
            "retracted_reqs", "prefill_cached_tokens", "median_accept_len")
 
@@ -118,10 +124,25 @@ def dataset_args(name: str) -> list[str]:
             "--seed", str(workload_seed(name))]
 
 
+def long_gaps(itls: list[list[float]]) -> dict:
+    """Every request's token gaps (seconds, as bench_serving's --output-details writes them) against their
+    median: how many gaps per request are over twice it, the time those add over the median per gap (what
+    lifts the mean gap, and TPOT, above the median ITL), and the output tokens they come before (the first
+    steps after a prefill, or a stall every Nth step)."""
+    gaps = sorted(gap for request in itls for gap in request)
+    median = gaps[len(gaps) // 2]
+    long = [(token, gap) for request in itls for token, gap in enumerate(request, start=1) if gap > 2 * median]
+    return {"long_gaps_per_req": len(long) / len(itls),
+            "long_gap_ms_per_token": 1000 * sum(gap - median for _, gap in long) / len(gaps),
+            "long_gap_tokens": sorted(token for token, _ in long)}
+
+
 def run_workload(server: Server, setup: str, name: str, tokenizer: str, out: Path) -> dict:
     raw = out / f"{server.variant}-{setup}-{name}.jsonl"
     command = ["python3", "-m", "sglang.bench_serving", "--backend", "sglang", "--host", "127.0.0.1", "--port",
                str(server.port), "--tokenizer", tokenizer, *dataset_args(name), "--output-file", str(raw)]
+    if name in GAP_DETAIL_WORKLOADS:
+        command.append("--output-details")
     log_before = len(server.log_path.read_text(errors="replace"))
     with open(out / f"{server.variant}-{setup}-{name}.client.log", "w") as log:
         subprocess.run(in_build("pristine", command), stdout=log, stderr=subprocess.STDOUT, check=True)
@@ -131,6 +152,10 @@ def run_workload(server: Server, setup: str, name: str, tokenizer: str, out: Pat
         raise RuntimeError(f"{name}: the server rejected requests during the run (see {server.log_path}); "
                            "its numbers would count them as served")
     record = json.loads(raw.read_text().splitlines()[-1])
+    if "itls" in record:
+        record.update(long_gaps(record["itls"]))
+        for key in PER_REQUEST_DETAILS:  # they stay in the raw file only
+            record.pop(key, None)
     if not record.get("total_output_tokens_retokenized"):
         # Streamed text that decodes to nothing makes TTFT and ITL read 0: refuse such a run.
         raise RuntimeError(f"{name}: the streamed output decoded to no text (retokenized tokens = 0); "

@@ -31,7 +31,8 @@ from pathlib import Path
 
 from sglang_gemma4.gpu.kernel_grid import add_jobs_argument, compile_ahead
 from sglang_gemma4.gpu.cuda_timing import graph_replay_us
-from sglang_gemma4.gpu.variants import text_config
+from sglang_gemma4.gpu.presets import BACKENDS, model_flags
+from sglang_gemma4.gpu.variants import text_config, write_config
 
 BATCH_SIZES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 2048, 4096]
 GRIDS = {
@@ -91,20 +92,32 @@ def config_key(config: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in config.items())
 
 
+def publish_server_args(variant: str, *extra: str) -> None:
+    """Publish the server arguments a server of `variant` resolves from the launch preset and `extra`
+    flags (from a config.json alone): sglang's fused_experts and its config lookup read them from the
+    process's runtime context, as in a server (e.g. whether the down GEMM sums the top-k outputs itself)."""
+    import argparse
+    import tempfile
+
+    from sglang.srt.runtime_context import publish
+    from sglang.srt.server_args import ServerArgs
+
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    model = write_config(Path(tempfile.mkdtemp(prefix="tune-moe-")), variant, "causal")
+    argv = ["--model-path", str(model), *BACKENDS, *model_flags(variant), *extra]
+    publish(ServerArgs.from_cli_args(parser.parse_args(argv)), role="scheduler")
+
+
 class MoeProblem:
     """The variant's expert weights (random, on the GPU) and sglang's fused_experts over them."""
 
     def __init__(self, variant: str, tp: int):
-        from types import SimpleNamespace
-
         import torch
 
         from sglang.srt.layers.moe.moe_runner.base import MoeRunnerConfig
-        from sglang.srt.server_args import set_global_server_args_for_scheduler
 
-        # fused_experts reads two server flags; this is not a server.
-        set_global_server_args_for_scheduler(
-            SimpleNamespace(enable_fused_moe_sum_all_reduce=False, enable_deterministic_inference=False))
+        publish_server_args(variant)
         text = text_config(variant)
         self.experts, self.top_k, self.hidden = text["num_experts"], text["top_k_experts"], text["hidden_size"]
         self.n = text["moe_intermediate_size"] // tp
@@ -150,7 +163,7 @@ class MoeProblem:
         import triton.language as tl
 
         from sglang.srt.layers.moe.moe_runner.triton_utils import moe_align_block_size
-        from sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_kernels import invoke_fused_moe_kernel
+        from sglang.kernels.ops.moe.fused_moe_triton_kernels import invoke_fused_moe_kernel
 
         x, (weights, ids, _) = self.tokens(batch)
         routed = (weights, ids, *moe_align_block_size(ids, block_m, self.experts))

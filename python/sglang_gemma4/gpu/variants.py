@@ -2,6 +2,9 @@
 config fields of transformers' Gemma4TextConfig.  Used to write config.json files for tests and
 random-weight checkpoints; no weights are involved here."""
 
+import json
+from pathlib import Path
+
 COMMON = {
     "vocab_size": 262144,
     "head_dim": 256,
@@ -87,6 +90,22 @@ def text_config(variant: str) -> dict:
     shape["layer_types"] = ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(layers)]
     shape["layer_types"][-1] = "full_attention"  # Gemma-4 always ends on a full-attention layer
     return {**COMMON, **shape, "model_type": "gemma4_text"}
+
+
+def write_config(directory: Path, variant: str, arch: str) -> Path:
+    """Write config.json alone (no weights) for `variant` served as `arch` ("causal" or "conditional"):
+    enough for sglang's server arguments to resolve."""
+    text = text_config(variant)
+    if arch == "causal":
+        config = {**text, "architectures": [ARCHS[arch]]}
+    else:
+        from transformers.models.gemma4.configuration_gemma4 import Gemma4Config
+
+        config = Gemma4Config(text_config=text).to_dict()
+        config["architectures"] = [ARCHS[arch]]
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(config, indent=1))
+    return directory
 
 
 def assistant_text_config(variant: str) -> dict:
