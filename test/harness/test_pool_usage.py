@@ -1,6 +1,8 @@
 """Pool usage read back from scheduler log lines: fields, peaks, re-prefill, the timeline plot."""
 
-from sglang_gemma4.gpu.pool_usage import decode_rates, parse, plot, summary
+import pytest
+
+from sglang_gemma4.gpu.pool_usage import decode_rates, decode_stall_ms_per_step, parse, plot, summary
 
 LOG = """\
 [2026-11-22 06:57:14] Prefill batch, #new-seq: 2, #new-token: 2000, #cached-token: 0, full token usage: 0.02, swa token usage: 0.03, #running-req: 0, #queue-req: 5, #pending-token: 0, cuda graph: True, input throughput (token/s): 57.73
@@ -48,6 +50,21 @@ def test_decode_rate_is_read_at_the_largest_decode_batch_when_the_peak_is_prefil
                  "full token usage: 1.00, swa token usage: 0.58, #running-req: 46, #queue-req: 29")
     result = summary(parse("\n".join(lines)))
     assert result["peak_running_req"] == 46 and result["median_decode_tok_s_at_peak"] == 1550.0
+
+
+def test_a_stall_now_and_then_is_what_the_slow_decode_lines_add_to_the_mean_step():
+    """One request at a time: each prefill line is followed by a decode line whose window holds that
+    prefill (left out); of the other lines, one ran at 190 tok/s against a median of 234."""
+    prefill = ("Prefill batch, #new-seq: 1, #new-token: 128, #cached-token: 0, full token usage: 0.00, "
+               "swa token usage: 0.00, #running-req: 0, #queue-req: 0")
+    kinds = [prefill, 31.0] + [234.0] * 4 + [190.0, 235.0, 233.0] + [prefill, 150.0] + [234.0] * 3
+    lines = [f"[2026-11-27 04:05:{i:02d}] " + (k if isinstance(k, str) else
+             f"Decode batch, #running-req: 1, cuda graph: True, gen throughput (token/s): {k}, #queue-req: 0")
+             for i, k in enumerate(kinds)]
+    samples = parse("\n".join(lines))
+    assert decode_stall_ms_per_step(samples, 1) == pytest.approx(1000 * (1 / 190 - 1 / 234) / 10)
+    assert summary(samples)["decode_stall_ms_per_step"] == pytest.approx(1000 * (1 / 190 - 1 / 234) / 10)
+    assert decode_stall_ms_per_step(samples, 2) == 0.0  # no line at that batch size
 
 
 def test_decode_rates_per_batch_size_skip_sizes_seen_too_rarely():

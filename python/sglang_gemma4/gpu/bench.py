@@ -62,7 +62,7 @@ IMAGE_WORKLOADS = {
 GAP_DETAIL_WORKLOADS = ("batch1", "batch1-long")
 PER_REQUEST_DETAILS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
 METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "median_itl_ms", "mean_itl_ms", "p99_itl_ms",
-           "long_gaps_per_req", "long_gap_ms_per_token", "median_decode_tok_s_at_peak",
+           "long_gaps_per_req", "long_gap_ms_per_token", "median_decode_tok_s_at_peak", "decode_stall_ms_per_step",
            "duration", "peak_running_req", "peak_queue_req", "peak_full_token_usage", "peak_swa_token_usage",
            "retracted_reqs", "prefill_cached_tokens", "median_accept_len")
 

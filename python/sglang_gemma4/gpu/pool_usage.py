@@ -6,8 +6,9 @@ batch and every `decode_log_interval` decode steps).
 Per run: peak running and queued requests, peak full-attention and SWA pool usage, requests
 retracted because the pool ran out, and the prompt tokens prefilled and served from the radix cache
 (`#cached-token`) — the numbers issue #9 compares across SWA ratios — the median decode rate the
-scheduler logged at its largest decode batch, and with speculative decoding the median accept length
-its decode lines logged. `--by-batch` prints that rate for every decode batch
+scheduler logged at its largest decode batch and what its lines over 3% below that median add to the
+mean step (stalls now and then), and with speculative decoding the median accept length its decode
+lines logged. `--by-batch` prints that rate for every decode batch
 size: two servers compared at the same batch size measure step speed, apart from scheduling.
 """
 
@@ -72,8 +73,25 @@ def summary(samples: list[dict]) -> dict:
         # decode ran out of KV pool: these requests went back to the queue and are prefilled again
         "retracted_reqs": sum(s.get("retracted_reqs", 0) for s in samples if s["kind"] == "retract"),
         "median_decode_tok_s_at_peak": rates[max(rates)]["median_tok_s"] if rates else 0.0,
+        "decode_stall_ms_per_step": decode_stall_ms_per_step(samples, max(rates)) if rates else 0.0,
         **({"median_accept_len": statistics.median(accepted)} if accepted else {}),
     }
+
+
+def decode_stall_ms_per_step(samples: list[dict], running: int) -> float:
+    """What the decode lines at `running` requests that are over 3% slower than their median add to the
+    mean decode step (ms): a host stall now and then, which lifts TPOT above the median ITL but leaves
+    the median decode rate as it is. A line's rate covers the steps since the line before it, so a line
+    right after a prefill (its window holds the prefill, or the idle time before it) is left out."""
+    rates, after_prefill = [], False
+    for s in samples:
+        if s["kind"] == "decode" and s.get("running_req") == running and not after_prefill and s.get("gen_throughput"):
+            rates.append(s["gen_throughput"])
+        after_prefill = s["kind"] == "prefill"
+    if not rates:
+        return 0.0
+    median = statistics.median(rates)
+    return 1000 * running * sum(1 / rate - 1 / median for rate in rates if rate < 0.97 * median) / len(rates)
 
 
 def decode_rates(samples: list[dict], min_lines: int = 5) -> dict[int, dict]:
