@@ -8,7 +8,7 @@ import importlib
 import pytest
 import torch
 
-from kernel_inputs import DEVICE
+from kernel_inputs import DEVICE, LaunchSpy
 
 # the package re-exports the function under the module's name: fetch the module itself
 align_module = importlib.import_module("sglang.srt.layers.moe.moe_runner.triton_utils.moe_align_block_size")
@@ -93,6 +93,15 @@ def test_only_small_batches_with_the_switch_on_take_the_one_launch(monkeypatch):
     moe_align_block_size(routed(1, seed=1).to(DEVICE), 16, EXPERTS)
     assert len(calls) == 3
 
+
+def test_up_to_32_pairs_run_on_one_warp(monkeypatch):
+    monkeypatch.setenv("SGLANG_OPT_MOE_ALIGN_SMALL_BATCH", "1")
+    spy = LaunchSpy(align_module._moe_align_small_batch_kernel, ("num_warps",))
+    monkeypatch.setattr(align_module, "_moe_align_small_batch_kernel", spy)
+    for tokens in (1, 4, 5, 16):  # 8, 32, 40 and 128 pairs
+        topk_ids = routed(tokens, seed=tokens).to(DEVICE)
+        assert_layout(topk_ids, 16, EXPERTS, *moe_align_block_size(topk_ids, 16, EXPERTS))
+    assert spy.launches == [(1,), (1,), (4,), (4,)]
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("tokens", [1, 2, 4, 7, 16])
