@@ -131,19 +131,6 @@ def test_no_images_and_missing_positions():
         m.get_image_feature([SimpleNamespace(feature=torch.randn(1, 8, PATCH_DIM), image_position_ids=None)])
 
 
-@pytest.fixture
-def one_process_group():
-    """Tensor parallelism of one, as a single-GPU server sets it up."""
-    from sglang.srt.distributed import parallel_state
-
-    parallel_state.init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
-                                                distributed_init_method="tcp://127.0.0.1:29517")
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1)
-    yield
-    parallel_state.destroy_model_parallel()
-    parallel_state.destroy_distributed_environment()
-
-
 def real_vision_tower(monkeypatch, backend: str, dtype):
     """Gemma-4's own vision encoder, small, with random weights."""
     from transformers import Gemma4VisionConfig

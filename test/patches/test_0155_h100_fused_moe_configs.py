@@ -83,7 +83,7 @@ def experts_reference(x, w1, w2, weights, ids):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch", TUNED_BATCHES)
-def test_experts_with_the_tuned_tiles_match_float32(batch, caplog):
+def test_experts_with_the_tuned_tiles_match_float32(batch, caplog, one_process_group):
     if not torch.cuda.is_available() or torch.cuda.get_device_name() != H100:
         pytest.skip("the files are an H100's")
     from sglang.srt.layers.moe.moe_runner.base import MoeRunnerConfig
