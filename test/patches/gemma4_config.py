@@ -3,17 +3,13 @@
 
 from pathlib import Path
 
+from sglang_gemma4.gpu.presets import resolved_server_args
+
 
 def server_args(model_dir: Path, *extra: str):
     """What `launch_server` builds from its argv (prepare_server_args, minus its logging set-up,
     which would detach pytest's log capture), on CPU from config.json alone."""
-    import argparse
-
-    from sglang.srt.server_args import ServerArgs
-
-    parser = argparse.ArgumentParser()
-    ServerArgs.add_cli_args(parser)
     # the launch preset's attention backend: on a CPU device sglang would pick intel_amx, which
     # its Gemma 4 checks refuse
-    argv = ["--model-path", str(model_dir), "--device", "cpu", "--attention-backend", "triton", *extra]
-    return ServerArgs.from_cli_args(parser.parse_args(argv))
+    return resolved_server_args(["--model-path", str(model_dir), "--device", "cpu", "--attention-backend", "triton",
+                                 *extra])

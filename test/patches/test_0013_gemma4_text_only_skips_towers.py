@@ -8,11 +8,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 from gemma4_config import server_args
-
-from sglang_gemma4.gpu.variants import write_config
 from torch import nn
 
-from sglang_gemma4.gpu.variants import text_config
+from sglang_gemma4.gpu.variants import text_config, write_config
 
 from sglang.srt.models import gemma4_mm
 

@@ -86,6 +86,18 @@ def server_args(variant: str, model: str, *, tp: int = 1, host: str = "127.0.0.1
     return args
 
 
+def resolved_server_args(argv: list[str]):
+    """The ServerArgs sglang.launch_server resolves from `argv` (its own parser and from_cli_args),
+    without starting anything: for code that reads the published server arguments outside a server."""
+    import argparse
+
+    from sglang.srt.server_args import ServerArgs
+
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    return ServerArgs.from_cli_args(parser.parse_args(argv))
+
+
 def simulated_acceptance(variant: str, accept_len: float | None = None) -> dict[str, str]:
     """The server environment under which sglang's verify accepts `accept_len` tokens a step on
     average (default: the variant's SIMULATED_ACCEPT_LEN)."""

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from sglang_gemma4.gpu.kernel_grid import add_jobs_argument, compile_ahead
 from sglang_gemma4.gpu.cuda_timing import graph_replay_us
-from sglang_gemma4.gpu.presets import BACKENDS, model_flags
+from sglang_gemma4.gpu.presets import BACKENDS, model_flags, resolved_server_args
 from sglang_gemma4.gpu.variants import text_config, write_config
 
 BATCH_SIZES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 2048, 4096]
@@ -96,17 +96,13 @@ def publish_server_args(variant: str, *extra: str) -> None:
     """Publish the server arguments a server of `variant` resolves from the launch preset and `extra`
     flags (from a config.json alone): sglang's fused_experts and its config lookup read them from the
     process's runtime context, as in a server (e.g. whether the down GEMM sums the top-k outputs itself)."""
-    import argparse
     import tempfile
 
     from sglang.srt.runtime_context import publish
-    from sglang.srt.server_args import ServerArgs
 
-    parser = argparse.ArgumentParser()
-    ServerArgs.add_cli_args(parser)
     model = write_config(Path(tempfile.mkdtemp(prefix="tune-moe-")), variant, "causal")
     argv = ["--model-path", str(model), *BACKENDS, *model_flags(variant), *extra]
-    publish(ServerArgs.from_cli_args(parser.parse_args(argv)), role="scheduler")
+    publish(resolved_server_args(argv), role="scheduler")
 
 
 class MoeProblem:
