@@ -22,6 +22,8 @@
 
 import argparse
 import getpass
+import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -299,7 +301,14 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.run(Stack(Layout.discover()), args)
+        status = args.run(Stack(Layout.discover()), args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's own flush at exit
+        return status
     except StackError as e:
         print(f"sglang-gemma4 {args.command}: error: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # The reader left early (`status | head`): stop as a shell tool does on SIGPIPE, with no traceback,
+        # and point stdout at /dev/null so that the exit flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE

@@ -1,0 +1,19 @@
+"""The command line as a shell uses it."""
+
+import os
+import signal
+import subprocess
+import sys
+
+
+def test_a_reader_that_closes_the_pipe_early_ends_the_tool_quietly(checkout, two_patches):
+    """`sglang-gemma4 status | head -1`: the tool stops with SIGPIPE's status and no traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write now fails with EPIPE, as after `head` has exited
+    try:
+        done = subprocess.run([sys.executable, "-m", "sglang_gemma4", "status"], cwd=checkout.root,
+                              stdout=write_end, stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 128 + signal.SIGPIPE, done.stderr
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
