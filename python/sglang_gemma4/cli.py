@@ -23,6 +23,7 @@
 import argparse
 import getpass
 import os
+import select
 import signal
 import sys
 import tempfile
@@ -308,7 +309,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sglang-gemma4 {args.command}: error: {e}", file=sys.stderr)
         return 1
     except BrokenPipeError:
+        if not stdout_reader_gone():
+            raise  # another pipe or socket broke (a download, a child process): that error is the news
         # The reader left early (`status | head`): stop as a shell tool does on SIGPIPE, with no traceback,
         # and point stdout at /dev/null so that the exit flush does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
+
+
+def stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reading end is closed (poll reports an error on it)."""
+    poller = select.poll()
+    poller.register(sys.stdout.fileno(), select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))

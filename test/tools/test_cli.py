@@ -5,6 +5,10 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
+from sglang_gemma4 import cli
+
 
 def test_a_reader_that_closes_the_pipe_early_ends_the_tool_quietly(checkout, two_patches):
     """`sglang-gemma4 status | head -1`: the tool stops with SIGPIPE's status and no traceback."""
@@ -17,3 +21,13 @@ def test_a_reader_that_closes_the_pipe_early_ends_the_tool_quietly(checkout, two
         os.close(write_end)
     assert done.returncode == 128 + signal.SIGPIPE, done.stderr
     assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
+
+
+def test_a_broken_pipe_that_is_not_stdout_still_fails_loudly(monkeypatch, capfd):
+    """Only a closed stdout is quiet: a pipe or socket the command itself writes to is an error to report."""
+    def broken(stack, args):
+        raise BrokenPipeError("a download's socket")
+
+    monkeypatch.setattr(cli, "cmd_version", broken)
+    with pytest.raises(BrokenPipeError, match="download"):
+        cli.main(["version"])
