@@ -251,9 +251,7 @@ class Rebase:
             self._advance(state)
         elif drop:
             self._drop(state, patch, why)
-        elif kind == "upstream":
-            state.stop = None
-            self.save(state)
+        elif kind == "upstream":  # kept: the stop stays recorded until the forced apply is committed
             self._clean_to(state.tip, patch)
             if not self._apply(state, patch, verdict_override=FORCED):
                 return False

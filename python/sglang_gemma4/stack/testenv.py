@@ -134,14 +134,14 @@ def load(directory: Path) -> TestEnv | None:
 def ensure(layout: Layout, release: str, wheel: Path, base_python: str = sys.executable, log=print) -> TestEnv:
     """The release's CPU environment, built first if it is not cached (atomically: a partial
     environment never sits at its final path)."""
-    python_version = python_version(base_python)
-    directory = env_dir(layout, release, python_version)
+    version = python_version(base_python)
+    directory = env_dir(layout, release, version)
     cached = load(directory)
     if cached:
         return cached
     requirements = (layout.root / REQUIREMENTS).read_text()
-    log(f"test env: planning the CPU environment of sglang {release} (Python {python_version}) ...")
-    env_plan = plan(requirements, wheel_pins(wheel, python_version), f"sglang {release}",
+    log(f"test env: planning the CPU environment of sglang {release} (Python {version}) ...")
+    env_plan = plan(requirements, wheel_pins(wheel, version), f"sglang {release}",
                     lambda name: pip_versions(base_python, name))
     for note in env_plan.notes:
         log(f"test env: {note}")

@@ -1,0 +1,79 @@
+"""The rebase's parts that need no work tree: the release's CPU environment plan, test verdicts,
+and the finish's edits of the series, README and requirements."""
+
+import json
+from pathlib import Path
+
+from stack_helpers import REPO
+
+from sglang_gemma4.stack import patchtests, rebase_finish, testenv
+from sglang_gemma4.stack.pin import Pin
+
+
+def test_the_release_pins_override_the_cpu_requirements_and_unmet_pins_are_named():
+    pin = Pin.load(REPO / "upstream.toml")
+    pins = testenv.wheel_pins(REPO / ".cache" / "upstream" / pin.wheel().file, pin.wheel().python)
+    assert pins["transformers"] and pins["torch"]  # the wheel's unconditional == pins
+    assert "checkpoint-engine" not in pins  # an extra's
+    assert pins["torch"] == "2.11.0" and pins["transformers"] == "5.12.1"
+    release = {"torch": "2.12.0", "transformers": "5.13.0"}
+    requirements = "# why\ntorch==2.13.0\ntransformers==5.12.1\npytest==9.2.0\n"
+    available = {"torch": ["2.9.0", "2.10.0", "2.13.0"], "transformers": ["5.12.1", "5.13.0"], "pytest": ["9.2.0"]}
+    plan = testenv.plan(requirements, release, "sglang 9", available.get)
+    assert plan.pins == {"torch": "2.13.0", "transformers": "5.13.0", "pytest": "9.2.0"}
+    assert plan.notes == ["torch 2.13.0 instead of 2.12.0 (sglang 9 pins 2.12.0; pip finds no 2.12.0 here)"]
+    assert testenv.plan(requirements, release, "sglang 9", None).pins["torch"] == "2.12.0"  # offline: as pinned
+
+
+def test_nearest_version():
+    assert testenv.nearest("2.11.0", ["2.9.1", "2.10.0", "2.13.0"]) == "2.10.0"
+    assert testenv.nearest("2.11.0", ["2.10.0", "2.12.0"]) == "2.12.0"  # a tie: the newer
+    assert testenv.nearest("5.12.1", ["4.57.0", "5.0.0"]) == "5.0.0"
+
+
+def test_a_cached_environment_is_reused(tmp_path):
+    from sglang_gemma4.stack.layout import Layout
+
+    layout = Layout(tmp_path)
+    directory = testenv.env_dir(layout, "9.9.9", testenv.python_version(__import__("sys").executable))
+    directory.mkdir(parents=True)
+    (directory / testenv.STAMP).write_text(json.dumps({"python": "/env/bin/python", "notes": ["torch x"], "pins": {}}))
+    env = testenv.ensure(layout, "9.9.9", Path("unused.whl"))
+    assert env.python == "/env/bin/python" and "torch x" in env.describe()
+
+
+def junit(tmp_path, cases: str) -> Path:
+    path = tmp_path / "junit.xml"
+    path.write_text(f"<testsuites><testsuite>{cases}</testsuite></testsuites>")
+    return path
+
+
+def test_test_verdicts(tmp_path):
+    collection = '<testcase classname="" name="test/x.py"><error message="collection failure">' \
+                 "E   RuntimeError: config namespace 'serving' not published</error></testcase>"
+    run = patchtests.parse_junit(junit(tmp_path, collection))
+    assert run.verdict == patchtests.COULD_NOT_RUN and "namespace 'serving' not published" in run.first_error
+    failed = '<testcase name="a"/><testcase name="b"><failure message="assert 1 == 2">E   assert 1 == 2</failure></testcase>'
+    assert patchtests.parse_junit(junit(tmp_path, failed)).verdict == patchtests.FAILED
+    skipped = '<testcase name="a"><skipped message="gpu"/></testcase>'
+    assert patchtests.parse_junit(junit(tmp_path, skipped)).first_error == "every test was skipped"
+    assert patchtests.parse_junit(junit(tmp_path, '<testcase name="a"/>')).verdict == patchtests.PASSED
+
+
+def test_finish_edits_the_prose_but_not_generated_tables_or_drop_comments(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("Pinned `sglang==0.5.17`; `git rebase upstream/0.5.17`; sglang 0.5.17's pins.\n"
+                      "<!-- results-table: generated -->\n| sglang 0.5.17, series g1 |\n<!-- /results-table -->\n"
+                      "torch 2.11 is newest for 0.5.17.\n")
+    left = rebase_finish.update_prose(readme, "0.5.17", "0.5.18")
+    assert readme.read_text().splitlines()[0] == "Pinned `sglang==0.5.18`; `git rebase upstream/0.5.18`; sglang 0.5.18's pins."
+    assert "| sglang 0.5.17, series g1 |" in readme.read_text()
+    assert left == ["torch 2.11 is newest for 0.5.17."]
+    series = tmp_path / "series"
+    series.write_text("# stack on sglang 0.5.17\n# 0001-a.patch: dropped in the move to sglang 0.5.17: x\n0002-b.patch\n")
+    rebase_finish.update_series(series, {"0002-b.patch": "gone"}, "0.5.17", "0.5.18")
+    assert series.read_text() == ("# stack on sglang 0.5.18\n# 0001-a.patch: dropped in the move to sglang 0.5.17: x\n"
+                                  "# 0002-b.patch: dropped in the move to sglang 0.5.18: gone\n")
+    series_text = series.read_text()
+    rebase_finish.update_series(series, {"0002-b.patch": "gone"}, "0.5.17", "0.5.18")  # idempotent
+    assert series.read_text() == series_text
