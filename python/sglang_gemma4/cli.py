@@ -7,8 +7,10 @@
   lint          check patches/series and every patch header
   refresh       export the work tree's commits back into their patch files (diff only)
   new           start a patch from uncommitted edits in work/sglang
-  rebase        move the series to a newer sglang release: stops at each conflict (--continue,
-                --abort), asks before dropping a patch that looks upstream
+  rebase        move the series to a newer sglang release, running each patch's tests once it is in:
+                stops at a conflict or failing tests (--continue, which also resumes an interrupted
+                run; --abort), asks before dropping a patch that looks upstream; the finish writes the
+                repository's files and prints a checklist
   rebase-check  report how the series fares on a newer release, changing nothing
   drift-status  fail if the kept drift report was made for another series
   verify-tests  prove each patch's tests fail without it and pass with it

@@ -3,9 +3,8 @@ goes in (a failure stops like a conflict; fixed or accepted), a resume after the
 killed, only the patch's files staged, a repeated resolution replayed, downgrades refused before
 any download, and a finish that does the chores and prints what is left."""
 
+import json
 import subprocess
-import sys
-from pathlib import Path
 
 from stack_helpers import make_patch, replace_line
 from test_rebase import CLASH, CLEAN, LANDED, NEW_VERSION, newer_release, rebase, up, with_readme  # noqa: F401 (up: a fixture)
@@ -65,6 +64,11 @@ def test_end_to_end_conflict_failing_test_interruption_drop_finish(checkout, up,
                       f"Newest on torch 2.11 is {old}.\n")
     requirements = checkout.root / "test" / "requirements-cpu.txt"
     requirements.write_text(f"# the releases sglang {old} pins\ntransformers==5.0.0\nwheel==0.48.0\n")
+    drift_dir = checkout.root / "docs" / "drift"
+    drift_dir.mkdir(parents=True)
+    for release in (NEW_VERSION, "9.0.0"):  # one the move reaches (removed), one newer whose wheels are not here
+        (drift_dir / f"sglang-{release}.json").write_text(json.dumps({"release": release, "wheels": {"x.whl": "0"}}))
+        (drift_dir / f"sglang-{release}.md").write_text("report\n")
     commit_repository(checkout)
     assert checkout.tool("apply").returncode == 0
     release_clash = replace_line(up[CLASH], 30, "# upstream 30")
@@ -124,6 +128,8 @@ def test_end_to_end_conflict_failing_test_interruption_drop_finish(checkout, up,
     checklist = proc.stdout.split("Left to do:")[1]
     assert f"git push origin series/{old}" in checklist
     assert f"README.md still names {old}: Newest on torch 2.11 is {old}." in checklist
+    assert sorted(p.name for p in drift_dir.iterdir()) == ["sglang-9.0.0.json", "sglang-9.0.0.md"]
+    assert "make rebase-check TO=9.0.0" in checklist
     assert "transformers 5.0.0 -> 5.12.1" in checklist and "make lint test verify-tests" in checklist
     assert checkout.git("rev-parse", "--abbrev-ref", "HEAD") == "gemma4"
     assert "up to date" in checkout.tool("apply").stdout

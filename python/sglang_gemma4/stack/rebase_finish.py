@@ -16,6 +16,7 @@ Every step computes its result from the saved rebase state and the files, so a f
 interrupted is redone by `make rebase-continue`.
 """
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -119,8 +120,6 @@ def refresh_drift(rebase: Rebase, state: RebaseState) -> list[str]:
     """Reports for the new release or older go; newer ones are regenerated when their wheels
     are cached (text checks); the checklist lines for the rest."""
     layout, new, todo = rebase.layout, state.new_pin, []
-    import json
-
     for report in sorted(drift.report_dir(layout).glob("*.json")):
         data = json.loads(report.read_text())
         release = data["release"]
