@@ -80,7 +80,7 @@ def test_end_to_end_conflict_failing_test_interruption_drop_finish(checkout, up,
     proc = rebase(checkout, "--wheel", *map(str, wheels))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "stopped at patch 1/3 0010-clash.patch" in proc.stdout
-    assert "Already upstream? its tests fail without it" in proc.stdout
+    assert "Already upstream? no: its tests fail without it" in proc.stdout
     assert "tests run with" in proc.stdout  # which interpreter ran them, in every report
 
     # a scratch file is not staged into the patch: refused, named
@@ -102,6 +102,7 @@ def test_end_to_end_conflict_failing_test_interruption_drop_finish(checkout, up,
     assert "stopped at patch 2/3 0020-feature.patch: it applied, but its tests failed" in proc.stdout
     assert "first error: assert" in proc.stdout
     assert "| 0010-clash.patch | resolved by hand | 1 (1) | passed (1 passed" in proc.stdout  # the resolution kept
+    assert "already upstream? no: its tests fail without it (1 failed) |" in proc.stdout
     (work / CLEAN).write_text((work / CLEAN).read_text().replace("# BROKEN\n", ""))
     proc = checkout.tool("rebase", "--continue")  # the fix folds into the patch, its tests pass
 

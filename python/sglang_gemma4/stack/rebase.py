@@ -139,14 +139,16 @@ def pin_from_wheels(name: str, wheel_paths: list[Path]) -> Pin:
 
 
 def tests_pass_without(layout: Layout, tree: Path, patch: PatchFile, python: str) -> str:
-    """Evidence that `patch` is upstream: its tests, but for its switch's, pass on `tree`, which
-    lacks it ("" if not; "could not run: ..." when they could not judge)."""
+    """Whether `patch` looks upstream by its tests, but for its switch's, run on `tree`, which lacks
+    it: "its tests pass without it (...)" is the evidence; anything else says why not."""
     run = patchtests.run_patch_tests(layout.root, tree, patch, python, patchtests.UPSTREAM_MARKERS)
     if run.verdict == patchtests.PASSED:
         return f"its tests pass without it ({run.summary()})"
-    if run.verdict == patchtests.COULD_NOT_RUN:
-        return f"could not tell: {run.summary()}"
-    return ""
+    if run.verdict == patchtests.FAILED:
+        return f"no: its tests fail without it ({run.failed} failed)"
+    if run.verdict == patchtests.NO_TESTS:
+        return "could not tell: it lists no tests"
+    return f"could not tell: {run.summary()}"
 
 
 def upstream_by_tests(evidence: str) -> bool:
@@ -349,7 +351,7 @@ class Rebase:
             return self._commit(state, patch, verdict_override or verdict, checks, "; ".join(result.offsets))
         upstream = ""
         if state.run_tests and not verdict_override:  # the tree is the tip, without the patch
-            upstream = tests_pass_without(self.layout, self.work.path, patch, state.python) or "its tests fail without it"
+            upstream = tests_pass_without(self.layout, self.work.path, patch, state.python)
         merge = self.work.git.run("apply", "--index", "--3way", str(patch.path.resolve()), check=False)
         if merge.returncode == 0:
             if self.work.git.out("write-tree") == self.work.git.out("rev-parse", f"{state.tip}^{{tree}}"):
@@ -449,8 +451,10 @@ class Rebase:
         if not changed:
             raise StackError(f"the resolved tree changes nothing: `make rebase-continue DROP=1` drops {patch.name}")
         others = sorted(set(changed) - set(patch.files))
+        details = ([f"also changes {', '.join(others)}"] if others else []) + (
+            [f"already upstream? {state.stop.upstream}"] if state.stop.upstream else [])
         checks = check_hunks(self.work.git, state.tip, patch, self._left_out(state))
-        self._commit(state, patch, RESOLVED, checks, f"also changes {', '.join(others)}" if others else "")
+        self._commit(state, patch, RESOLVED, checks, "; ".join(details))
 
     def _take_fix(self, state: RebaseState, patch: PatchFile) -> None:
         """After failing tests: fold the work tree's edits into the patch's commit (none: the fix
