@@ -77,3 +77,35 @@ def test_finish_edits_the_prose_but_not_generated_tables_or_drop_comments(tmp_pa
     series_text = series.read_text()
     rebase_finish.update_series(series, {"0002-b.patch": "gone"}, "0.5.17", "0.5.18")  # idempotent
     assert series.read_text() == series_text
+
+
+def fake_python(tmp_path: Path) -> Path:
+    """An interpreter stand-in: Python 3.11; pip finds torch 2.9.0 and 2.13.0 only."""
+    script = tmp_path / "python"
+    script.write_text('#!/bin/sh\nif [ "$1" = -c ]; then echo 3.11; exit 0; fi\n'
+                      'case "$*" in *"torch=="*) echo "ERROR: (from versions: 2.9.0, 2.13.0)" >&2 ;;\n'
+                      '  *) echo "ERROR: No matching distribution (from versions: none)" >&2 ;; esac\nexit 1\n')
+    script.chmod(0o755)
+    return script
+
+
+def test_the_environment_is_built_once_with_the_nearest_torch(tmp_path, checkout):
+    """ensure() plans with pip's answers, builds with test/env/build.sh (a stand-in here) into a
+    partial folder, and keeps the notes beside the environment for every later report."""
+    from sglang_gemma4.stack.layout import Layout
+
+    root = tmp_path / "repo"
+    (root / "test" / "env").mkdir(parents=True)
+    (root / "test" / "requirements-cpu.txt").write_text("torch==2.13.0\nwheel==0.48.0\n")
+    build = root / "test" / "env" / "build.sh"
+    build.write_text('#!/bin/sh\nmkdir -p "$2/bin" && cp "$3" "$2/requirements.txt"\n')
+    build.chmod(0o755)
+    python = fake_python(tmp_path)
+    wheel = checkout.layout.cache_dir / checkout.pin.wheel().file  # sglang 0.5.17 pins torch 2.11.0
+    env = testenv.ensure(Layout(root), "0.5.17", wheel, str(python), log=lambda _: None)
+    directory = root / ".cache" / "testenv" / "sglang-0.5.17-py3.11"
+    assert env.python == str(directory / "bin" / "python")
+    assert (directory / "requirements.txt").read_text() == "torch==2.13.0\nwheel==0.48.0\n"
+    assert env.notes == ["torch 2.13.0 instead of 2.11.0 (sglang 0.5.17 pins 2.11.0; pip finds no 2.11.0 here)"]
+    build.write_text("#!/bin/sh\nexit 1\n")  # a second call reuses the environment
+    assert testenv.ensure(Layout(root), "0.5.17", wheel, str(python)).notes == env.notes
