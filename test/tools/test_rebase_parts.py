@@ -2,6 +2,7 @@
 and the finish's edits of the series, README and requirements."""
 
 import json
+import sys
 from pathlib import Path
 
 from stack_helpers import REPO
@@ -109,3 +110,13 @@ def test_the_environment_is_built_once_with_the_nearest_torch(tmp_path, checkout
     assert env.notes == ["torch 2.13.0 instead of 2.11.0 (sglang 0.5.17 pins 2.11.0; pip finds no 2.11.0 here)"]
     build.write_text("#!/bin/sh\nexit 1\n")  # a second call reuses the environment
     assert testenv.ensure(Layout(root), "0.5.17", wheel, str(python)).notes == env.notes
+
+
+def test_a_patch_with_only_gpu_tests_has_no_cpu_tests(tmp_path):
+    from sglang_gemma4.stack.patchfile import PatchFile
+
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "test_gpu.py").write_text("import pytest\n\n\n@pytest.mark.gpu\ndef test_x():\n    pass\n")
+    patch = PatchFile(tmp_path / "0010-x.patch", "Subject: x\nTests: test/test_gpu.py\n\n---\n")
+    run = patchtests.run_patch_tests(tmp_path, tmp_path, patch, sys.executable)
+    assert run.verdict == patchtests.NO_CPU_TESTS and run.ok

@@ -5,6 +5,8 @@
     could not run  nothing could be judged: an import or collection error, a fixture error, every
                    test skipped or deselected, a missing test file; the first error is kept
     no tests       the patch lists no test file
+    no CPU tests   every test it lists is deselected here (marked gpu; or kill_switch, for the
+                   upstream check)
 
 The rebase runs them after each patch goes in; the already-upstream check runs them on the tree
 without the patch, leaving out the tests marked `kill_switch` (they exercise the patch's own
@@ -23,6 +25,8 @@ from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.verify import TREE_ENV
 
 PASSED, FAILED, COULD_NOT_RUN, NO_TESTS, NOT_RUN = "passed", "failed", "could not run", "no tests", "not run"
+NO_CPU_TESTS = "no CPU tests"
+NO_TESTS_COLLECTED = 5  # pytest's exit status when the marker expression deselects every test
 STEP_MARKERS = "not gpu"
 UPSTREAM_MARKERS = "not gpu and not kill_switch"
 
@@ -38,10 +42,10 @@ class TestRun:
 
     @property
     def ok(self) -> bool:
-        return self.verdict in (PASSED, NO_TESTS, NOT_RUN)
+        return self.verdict in (PASSED, NO_TESTS, NO_CPU_TESTS, NOT_RUN)
 
     def summary(self) -> str:
-        if self.verdict in (NO_TESTS, NOT_RUN):
+        if self.verdict in (NO_TESTS, NO_CPU_TESTS, NOT_RUN):
             return self.verdict
         counts = f"{self.passed} passed, {self.failed} failed, {self.errors} errors, {self.skipped} skipped"
         first = f"; first error: {self.first_error}" if self.first_error else ""
@@ -103,4 +107,7 @@ def run_patch_tests(root: Path, tree: Path, patch: PatchFile, python: str, marke
         if not junit.is_file():
             lines = [line for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
             return TestRun(COULD_NOT_RUN, first_error=(lines[-1] if lines else f"pytest exited {proc.returncode}")[:300])
-        return parse_junit(junit)
+        run = parse_junit(junit)
+        if proc.returncode == NO_TESTS_COLLECTED and not (run.passed or run.failed or run.errors or run.skipped):
+            return TestRun(NO_CPU_TESTS)
+        return run

@@ -146,8 +146,8 @@ def tests_pass_without(layout: Layout, tree: Path, patch: PatchFile, python: str
         return f"its tests pass without it ({run.summary()})"
     if run.verdict == patchtests.FAILED:
         return f"no: its tests fail without it ({run.failed} failed)"
-    if run.verdict == patchtests.NO_TESTS:
-        return "could not tell: it lists no tests"
+    if run.verdict in (patchtests.NO_TESTS, patchtests.NO_CPU_TESTS):
+        return f"could not tell: {run.verdict}" + (" but its kill_switch/gpu ones" if run.verdict == patchtests.NO_CPU_TESTS else "")
     return f"could not tell: {run.summary()}"
 
 

@@ -180,6 +180,8 @@ def finish(rebase: Rebase, state: RebaseState) -> None:
             result_text.regenerate(layout.root, new.version, [layout.patches_dir / n for n in series.names])
         checklist += [f"README.md still names {old_version}: {line.strip()[:120]}"
                       for line in update_prose(readme, old_version, new.version)]
+        checklist.append("README.md: only `sglang==X`-style mentions were renamed; review what its prose says about "
+                         "the release (the torch it needs, its features)")
     checklist.append(tag_old_state(layout.root, state))
 
     git = work.git
