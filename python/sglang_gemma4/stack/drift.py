@@ -110,7 +110,8 @@ def render(new: Pin, series_version: str, rows: list[PatchDrift], tested: bool, 
         "",
         f"- release: {new.requirement}, " + ", ".join(f"`{w.file}` sha256 `{w.sha256}`" for w in new.wheels),
         f"- series: `{series_version}`",
-        f"- already-upstream test check: {'each patch’s own tests but its kill_switch ones, run without it' if tested else 'not run'}"
+        "- already-upstream test check: "
+        + ("each patch’s own tests but its kill_switch ones, run without it" if tested else "not run")
         + (f" ({env_note})" if tested and env_note else ""),
         f"- summary: {summary}",
         "",

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from sglang_gemma4.stack import patchtests
+from sglang_gemma4.stack import patchtests, rebase_text
 from sglang_gemma4.stack.errors import StackError
 from sglang_gemma4.stack.fetch import sha256_of
 from sglang_gemma4.stack.hunks import HunkCheck, check_hunks
@@ -35,7 +35,8 @@ from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.pin import Pin, PinnedWheel
 from sglang_gemma4.stack.series import Series
 from sglang_gemma4.stack.testenv import TestEnv
-from sglang_gemma4.stack.worktree import BRANCH, AppliedPatch, State, WorkTree, base_message, commit_directory, git_apply, unpack_wheel
+from sglang_gemma4.stack.worktree import (BRANCH, AppliedPatch, State, WorkTree, base_message, commit_directory, git_apply,
+                                          unpack_wheel)
 
 REBASE_STATE = "sglang-gemma4-rebase.json"
 CONFLICT_MARKER = re.compile(r"^(<<<<<<< |>>>>>>> )", re.M)
@@ -147,7 +148,8 @@ def tests_pass_without(layout: Layout, tree: Path, patch: PatchFile, python: str
     if run.verdict == patchtests.FAILED:
         return f"no: its tests fail without it ({run.failed} failed)"
     if run.verdict in (patchtests.NO_TESTS, patchtests.NO_CPU_TESTS):
-        return f"could not tell: {run.verdict}" + (" but its kill_switch/gpu ones" if run.verdict == patchtests.NO_CPU_TESTS else "")
+        but = " but its kill_switch/gpu ones" if run.verdict == patchtests.NO_CPU_TESTS else ""
+        return f"could not tell: {run.verdict}{but}"
     return f"could not tell: {run.summary()}"
 
 
@@ -227,7 +229,7 @@ class Rebase:
                             env_pins=env.pins if env else {}, check_upstream=check_upstream, repo_head=repo_head)
         self.save(state)  # from here on `make rebase-continue` resumes, whatever happens next
         self.log(f"rebase: {old.requirement} -> {new.requirement}: {len(patches)} patches onto branch "
-                 f"{state.branch} in {self.work.path}\nrebase: {self._env_line(state)}")
+                 f"{state.branch} in {self.work.path}\nrebase: {rebase_text.env_line(state)}")
         return self._run(state)
 
     def resume(self, drop: bool = False, why: str = "", accept_failing: bool = False) -> bool:
@@ -238,7 +240,7 @@ class Rebase:
         if state.stop is None:
             if drop or accept_failing:
                 raise StackError("the rebase is not stopped at a patch: `make rebase-continue` alone resumes it")
-            self.log(f"rebase: resuming at {self._where(state)} (interrupted)")
+            self.log(f"rebase: resuming at {rebase_text.where(state)} (interrupted)")
             return self._run(state)
         name = state.patches[state.position]
         patch = self.patch(name)
@@ -273,8 +275,7 @@ class Rebase:
         self.work.git.run("clean", "-q", "-fd")
         self.work.git.run("checkout", "-q", "-B", BRANCH, old.head)
         self.work.git.run("branch", "-D", state.branch, check=False)
-        if not state.finishing:
-            self.work.git.run("tag", "-d", f"upstream/{state.pin['version']}", check=False)
+        self.work.git.run("tag", "-d", f"upstream/{state.pin['version']}", check=False)
         self.state_file.unlink()
         self.log(f"rebase: aborted; {self.work.path} is back on {BRANCH} at {old.head[:12]} "
                  f"(sglang {old.version}); the repository was not changed")
@@ -324,9 +325,11 @@ class Rebase:
         evidence = self._upstream_text(state, patch)
         if not evidence and state.check_upstream and state.run_tests:
             tested = tests_pass_without(self.layout, self.work.path, patch, state.python)
+            self.log(f"rebase:   already upstream? {tested}")
             evidence = f"{UPSTREAM_TESTS}: {tested} on {state.pin['version']}" if upstream_by_tests(tested) else ""
         if evidence:
-            return self._stop(state, Stop("upstream", evidence), lambda s: self._upstream_message(s, patch.name, evidence))
+            return self._stop(state, Stop("upstream", evidence),
+                              lambda s: rebase_text.upstream_message(s, patch.name, evidence))
         return self._apply(state, patch)
 
     def _upstream_text(self, state: RebaseState, patch: PatchFile) -> str:
@@ -359,13 +362,14 @@ class Rebase:
                     raise StackError(f"{patch.name} changes nothing on {state.pin['version']}: there is nothing "
                                      "to keep; `make rebase-continue DROP=1` drops it")
                 evidence = f"{UPSTREAM_TEXT}: a 3-way merge leaves nothing to change"
-                return self._stop(state, Stop("upstream", evidence), lambda s: self._upstream_message(s, patch.name, evidence))
+                return self._stop(state, Stop("upstream", evidence),
+                              lambda s: rebase_text.upstream_message(s, patch.name, evidence))
             return self._commit(state, patch, verdict_override or MERGED, checks, "")
         if self._reuse_resolutions():
             return self._commit(state, patch, REUSED, checks, "git rerere replayed an earlier resolution")
         how = self._leave_conflict(patch)
         stop = Stop("conflict", "\n".join(c.describe() for c in failed), upstream)
-        return self._stop(state, stop, lambda s: self._conflict_message(s, patch, failed, how))
+        return self._stop(state, stop, lambda s: rebase_text.conflict_message(s, self.work.path, patch, failed, how))
 
     def _reuse_resolutions(self) -> bool:
         """git rerere's recorded resolutions, replayed; True when they resolve every file."""
@@ -417,7 +421,8 @@ class Rebase:
         if run.ok:
             self.save(state)
             return True
-        return self._stop(state, Stop("tests", run.summary()), lambda s: self._tests_message(s, patch, run))
+        return self._stop(state, Stop("tests", run.summary()),
+                          lambda s: rebase_text.tests_message(s, self.work.path, patch, run))
 
     # -- what a maintainer's continue takes ----------------------------------------------------
 
@@ -512,66 +517,5 @@ class Rebase:
         finish(self, state)
         return True
 
-    # -- messages -------------------------------------------------------------------------------
-
-    def _where(self, state: RebaseState) -> str:
-        return f"patch {state.position + 1}/{len(state.patches)}"
-
-    def _env_line(self, state: RebaseState) -> str:
-        if not state.run_tests:
-            return "tests: not run (TESTS=0): nothing proves the moved patches work"
-        notes = "; ".join(state.env_notes) or "every pin as the release asks"
-        return f"tests run with {state.python} ({notes})"
-
-    def _upstream_message(self, state: RebaseState, name: str, evidence: str) -> str:
-        return (f"\nrebase: stopped at {self._where(state)} {name}: it looks already upstream in "
-                f"sglang {state.pin['version']}\n  {evidence}\n"
-                f"Next:\n  make rebase-continue DROP=1   drop it (the series keeps a comment with this evidence;\n"
-                f"                                WHY=\"...\" adds yours, e.g. the upstream function)\n"
-                f"  make rebase-continue          keep it and apply it anyway\n"
-                f"  make rebase-abort             forget the rebase; the repository is unchanged\n"
-                f"{self.report(state)}")
-
-    def _conflict_message(self, state: RebaseState, patch: PatchFile, failed: list[HunkCheck], how: str) -> str:
-        hunks = "\n".join(f"  {c.describe()}" for c in failed) or "  (every hunk applies alone; together they do not)"
-        upstream = state.stop.upstream if state.stop else ""
-        check = (f"Already upstream? {upstream} (its tests but the kill_switch ones, on {state.pin['version']} "
-                 f"without it)\n" if upstream else "Already upstream? not checked (TESTS=0)\n")
-        return (f"\nrebase: stopped at {self._where(state)} {patch.name}: it does not apply to sglang "
-                f"{state.pin['version']}\nFailing hunks ({len(failed)} of {len(patch.hunks)}):\n{hunks}\n{check}"
-                f"The work tree ({self.work.path}, branch {state.branch}) holds {how}\n"
-                f"Next: edit the files until they hold the patch's change for {state.pin['version']}, then\n"
-                f"  make rebase-continue          take the result as the new {patch.name}, test it, go on\n"
-                f"  make rebase-continue DROP=1 WHY=\"...\"   drop this patch instead (say why: upstream's fix)\n"
-                f"  make rebase-abort             forget the rebase; the repository is unchanged\n"
-                f"{self.report(state)}")
-
-    def _tests_message(self, state: RebaseState, patch: PatchFile, run: patchtests.TestRun) -> str:
-        tests = " ".join(patchtests.test_files(patch))
-        return (f"\nrebase: stopped at {self._where(state)} {patch.name}: it applied, but its tests {run.verdict} "
-                f"on sglang {state.pin['version']}\n  {run.summary()}\n"
-                f"  rerun: SGLANG_GEMMA4_TREE={self.work.path} {state.python} -m pytest -m 'not gpu' {tests}\n"
-                f"Next: fix the code in {self.work.path} (or the test in this repository), then\n"
-                f"  make rebase-continue          fold your edits into {patch.name}, test again, go on\n"
-                f"  make rebase-continue ACCEPT_FAILING=1 WHY=\"...\"   go on with the failure (the reason is reported)\n"
-                f"  make rebase-continue DROP=1 WHY=\"...\"   drop this patch\n"
-                f"  make rebase-abort             forget the rebase; the repository is unchanged\n"
-                f"{self.report(state)}")
-
     def report(self, state: RebaseState) -> str:
-        rows = [f"({self._env_line(state)})",
-                "| # | patch | verdict | hunks (failed) | tests | detail |", "|---|---|---|---|---|---|"]
-        by_name = {t.name: t for t in state.taken} | {d.name: d for d in state.dropped}
-        for i, name in enumerate(state.patches[: state.position + 1], start=1):
-            entry = by_name.get(name)
-            if isinstance(entry, Taken):
-                tests = entry.tests_detail or entry.tests or "pending"
-                if entry.accepted:
-                    tests += f"; accepted: {entry.accepted}"
-                rows.append(f"| {i} | {name} | {entry.verdict} | {entry.hunks} ({entry.failed_hunks}) | {tests} | "
-                            f"{entry.detail} |")
-            elif isinstance(entry, Dropped):
-                rows.append(f"| {i} | {name} | dropped | | | {entry.evidence} |")
-            elif state.stop:
-                rows.append(f"| {i} | {name} | stopped: {state.stop.kind} | | | |")
-        return "\n".join(rows)
+        return rebase_text.report(state)

@@ -36,7 +36,8 @@ GENERATED_BLOCK = re.compile(r"^<!-- ([a-z-]+):.*?^<!-- /\1 -->$", re.M | re.S)
 
 def mentions(old: str) -> re.Pattern:
     """The release named as the pin: sglang==X, sglang X, sglang-X+gemma4, upstream/X."""
-    return re.compile(r"(?<=sglang==)X\b|(?<=sglang )X\b|(?<=sglang-)X(?=\+)|(?<=upstream/)X\b".replace("X", re.escape(old)))
+    pattern = r"(?<=sglang==)X\b|(?<=sglang )X\b|(?<=sglang-)X(?=\+)|(?<=upstream/)X\b"
+    return re.compile(pattern.replace("X", re.escape(old)))
 
 
 def outside_blocks(text: str, edit) -> str:
@@ -129,7 +130,8 @@ def refresh_drift(rebase: Rebase, state: RebaseState) -> list[str]:
             continue
         wheels = [layout.cache_dir / name for name in data["wheels"]]
         if not all(w.is_file() for w in wheels):
-            todo.append(f"make rebase-check TO={release}   (docs/drift/ describes the old series; its wheels are not cached)")
+            todo.append(f"make rebase-check TO={release}   (docs/drift/ describes the old series; its wheels "
+                        "are not cached)")
             continue
         rebase.log(f"rebase: regenerating the drift report for sglang {release} (text checks)")
         pin = pin_from_wheels(new.name, wheels)

@@ -97,7 +97,8 @@ def plan(requirements_text: str, release_pins: dict[str, str], release: str,
         versions = available(name) if available else []
         if versions and wanted not in versions:
             chosen = nearest(wanted, versions)
-            asked = f"{release} pins {wanted}" if canonicalize_name(name) in release_pins else f"{REQUIREMENTS} pins {wanted}"
+            asker = release if canonicalize_name(name) in release_pins else REQUIREMENTS
+            asked = f"{asker} pins {wanted}"
             result.notes.append(f"{name} {chosen} instead of {wanted} ({asked}; pip finds no {wanted} here)")
         result.pins[name] = chosen
     return result
