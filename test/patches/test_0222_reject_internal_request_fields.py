@@ -66,3 +66,15 @@ def test_a_list_salt_on_an_openai_route_is_a_400_not_a_500(endpoint, payload):
 def test_client_fields_still_pass(endpoint, payload):
     status, message = status_and_message(endpoint, payload)
     assert status == 200, message
+
+
+@pytest.mark.parametrize("endpoint, payload", [
+    (GENERATE, generate(rid="HEALTH_CHECK_1")),
+    (GENERATE, {"text": ["a", "b"], "rid": ["x", "HEALTH_CHECK_x"]}),
+    (COMPLETIONS, {"prompt": "hi", "max_tokens": 2, "rid": "HEALTH_CHECK_2"}),
+    (CHAT, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "rid": "HEALTH_CHECK_3"}),
+])
+def test_a_client_rid_in_the_health_checks_namespace_is_a_400(endpoint, payload):
+    # the scheduler drops a health check while it is busy: such a client would wait forever
+    status, message = status_and_message(endpoint, payload)
+    assert status == 400 and "rid must not start with 'HEALTH_CHECK'" in message, (status, message)
