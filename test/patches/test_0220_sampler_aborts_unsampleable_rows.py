@@ -137,3 +137,35 @@ def test_scheduler_aborts_only_the_flagged_request(monkeypatch):
     bad = reqs[1].finished_reason
     assert isinstance(bad, FINISH_ABORT) and bad.status_code == HTTPStatus.BAD_REQUEST
     assert "finite probability" in bad.message
+
+
+def test_speculative_verify_neutralizes_and_flags_per_request(monkeypatch):
+    """The MTP/EAGLE verify step samples its draft positions outside Sampler: the same guard runs
+    there, one flag per request over its draft_token_num rows."""
+    from sglang.srt.speculative import eagle_utils
+
+    seen = {}
+
+    def greedy(**kwargs):
+        seen["target_predict"] = kwargs["target_predict"].clone()
+        return kwargs["predicts"], kwargs["accept_index"], kwargs["accept_token_num"]
+
+    monkeypatch.setattr(eagle_utils, "verify_tree_greedy_func", greedy)
+    bs, drafts = 3, 2
+    logits = torch.randn(bs * drafts, VOCAB)
+    logits[2] = float("-inf")  # request 1's first draft position: every token banned
+    logits[5, 4] = float("nan")  # request 2's second position
+    info = batch_info([1.0] * bs)
+    info.is_all_greedy = True
+    info.acc_additive_penalties = info.acc_scaling_penalties = None
+    batch = SimpleNamespace(device="cpu", forward_mode=SimpleNamespace(is_idle=lambda: False),
+                            seq_lens=torch.ones(bs, dtype=torch.int64), sampling_info=info)
+    verify_input = SimpleNamespace(draft_token_num=drafts, draft_token=torch.zeros(bs * drafts, dtype=torch.int64),
+                                   max_tree_depth=drafts, retrieve_index=None, retrieve_next_token=None,
+                                   retrieve_next_sibling=None, tree_topk=1)
+    out = LogitsProcessorOutput(next_token_logits=logits)
+    eagle_utils.eagle_sample(verify_input, batch, out, None)
+    assert out.next_token_unsampleable.tolist() == [False, True, True]
+    assert torch.isfinite(logits).all()
+    predict = seen["target_predict"]
+    assert ((0 <= predict) & (predict < VOCAB)).all()
