@@ -32,6 +32,31 @@ class _Scheduler:
     send_pyobj = send
 
 
+ADMIN_KEY = "fuzz-admin-key"
+
+
+def _admin_key_gate(app):
+    """sglang's API-key middleware (utils/auth.py) in front of `app` as a server started with
+    --admin-api-key ADMIN_KEY has it, without adding middleware to the shared app."""
+    from sglang.srt.utils.auth import _get_auth_level_from_app_and_scope, decide_request_auth
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+
+    async def gate(scope, receive, send):
+        if scope["type"] == "http":
+            request = Request(scope, receive)
+            decision = decide_request_auth(method=request.method, path=request.url.path,
+                                           authorization_header=request.headers.get("authorization"),
+                                           api_key=None, admin_api_key=ADMIN_KEY,
+                                           auth_level=_get_auth_level_from_app_and_scope(app, scope))
+            if not decision.allowed:
+                await JSONResponse({"error": "Unauthorized"}, decision.error_status_code)(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    return gate
+
+
 class App:
     def __init__(self):
         from sglang.srt.entrypoints import http_server
@@ -71,25 +96,31 @@ class App:
         # raise_app_exceptions=False: an exception a route lets out is answered 500, as uvicorn does
         self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
                                         base_url="http://sglang", timeout=None)
+        self.gated_client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=_admin_key_gate(app), raise_app_exceptions=False),
+            base_url="http://sglang", timeout=None)
 
-    async def _send(self, method: str, path: str, content: bytes | None, headers: dict | None) -> Reply:
+    async def _send(self, method: str, path: str, content: bytes | None, headers: dict | None,
+                    gated: bool = False) -> Reply:
+        client = self.gated_client if gated else self.client
         try:
-            response = await self.client.request(method, path, content=content, headers=headers)
+            response = await client.request(method, path, content=content, headers=headers)
         except Dispatched:
             return Reply(200, dispatched=True)
         return Reply(response.status_code, response.text)
 
     def send(self, method: str, path: str, body=None, *, raw: bytes | None = None,
-             headers: dict | None = None, timeout: float = 30) -> Reply:
+             headers: dict | None = None, timeout: float = 30, gated: bool = False) -> Reply:
         """`body` sent as JSON (NaN and lone surrogates as a client's json.dumps writes them), or
-        `raw` bytes as they are."""
+        `raw` bytes as they are. `gated`: through sglang's API-key check, as a server started with
+        --admin-api-key ADMIN_KEY runs it (admin routes need the key)."""
         headers = dict(headers or {})
         content = raw
         if body is not None:
             content = json.dumps(body, allow_nan=True).encode()
             headers.setdefault("content-type", "application/json")
         return self.loop.run_until_complete(
-            asyncio.wait_for(self._send(method, path, content, headers), timeout))
+            asyncio.wait_for(self._send(method, path, content, headers, gated), timeout))
 
     def post(self, path: str, body=None, **kwargs) -> Reply:
         return self.send("POST", path, body, **kwargs)

@@ -22,8 +22,10 @@ import argparse
 import json
 import math
 import random
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from sglang_gemma4.gpu import pool_usage
@@ -153,9 +155,250 @@ def request(rng: random.Random, vocab: int) -> tuple[str, dict]:
     return endpoint, payload
 
 
-def encode(payload: dict) -> bytes:
+# ---- v2: every route of the route table (gpu/routes.py) ----
+
+DEEP = 3000  # nesting deeper than Python's default recursion limit
+HOSTILE = [*WRONG_TYPES, *INTS, *FLOATS, *BAD_TEXT, *TEXTS, "\u202e\u0000\ufeff", "x" * 100000,
+           {"": None}, [None], [[[]]], -0.0]
+
+
+def _nested(depth: int, as_dict: bool):
+    """A value nested `depth` deep; beyond what json.dumps recurses, a marker that encode() expands."""
+    if depth > 500:
+        return f"\0deep:{depth}:{'d' if as_dict else 'l'}"
+    value: object = 1
+    for _ in range(depth):
+        value = {"a": value} if as_dict else [value]
+    return value
+
+
+def hostile(rng: random.Random):
+    """Any JSON value a field should not take: wrong types, extreme numbers, broken Unicode, deep
+    nesting, huge strings."""
+    roll = rng.random()
+    if roll < 0.05:
+        return _nested(rng.choice([64, 500, DEEP]), as_dict=rng.random() < 0.5)
+    return rng.choice(HOSTILE)
+
+
+def route_value(rng: random.Random, kind: str, vocab: int):
+    """A value for a field of a route-table kind: valid, on a boundary or hostile."""
+    roll = rng.random()
+    if roll < 0.25:
+        return hostile(rng)
+    if kind == "object":
+        return rng.choice([{}, {"type": "json_object"}, {"type": "json_schema", "schema": rng.choice(["x", [1], {}])},
+                           {"id": rng.choice(["s", 5, None]), "offset": rng.choice([0, -1, "x", 2**40])},
+                           {"bogus": 1}])
+    if kind == "objects":
+        return rng.choice([[], [{}], [{"role": "user", "content": "hi"}], [{"role": 5, "content": None}],
+                           [{"text": rng.choice(TEXTS + BAD_TEXT)}], ["x"], [[{}]],
+                           [{"type": "function", "function": {"name": "f", "parameters": _nested(rng.choice([5, 400]),
+                                                                                               True)}}]])
+    if kind == "rid":
+        return rng.choice(["", "r", "\ud800", "x" * 10000, ["a", "a"], ["a", "b", "c"], [1], 7, None])
+    if kind == "sampling":
+        return {name: value(rng, SAMPLING[name], vocab) for name in rng.sample(sorted(SAMPLING), rng.randint(1, 2))}
+    if kind == "ollama_options":
+        options = {"num_predict": CHEAP_MAX_TOKENS}
+        for name in rng.sample(["temperature", "top_p", "top_k", "num_predict", "stop", "seed", "presence_penalty",
+                                "frequency_penalty", "bogus"], rng.randint(1, 2)):
+            options[name] = value(rng, {"temperature": "float", "top_p": "float", "top_k": "top_k", "stop": "texts",
+                                        "seed": "seed", "num_predict": "count"}.get(name, "float"), vocab)
+        return options
+    return value(rng, kind, vocab)
+
+
+@dataclass
+class Case:
+    """One generated HTTP request: `body` is sent as it is (None: no body)."""
+    method: str
+    path: str
+    body: bytes | None
+    headers: dict
+    kind: str  # what it tries
+    route: tuple  # the (method, path) of the route table it aims at
+    stream: bool = False
+    keyed: bool = False  # carries the admin key
+
+
+JSON = {"content-type": "application/json"}
+BATCH_FIELDS = ["rid", "lora_path", "lora_id", "video_data", "audio_data", "image_data", "bootstrap_room",
+                "bootstrap_host", "bootstrap_port", "custom_logit_processor", "extra_key", "return_hidden_states",
+                "return_logprob", "top_logprobs_num", "logprob_start_len", "sampling_params"]
+
+
+def _batch_value(rng: random.Random, name: str, vocab: int):
+    return {"rid": lambda: f"b{rng.randrange(10**9)}", "sampling_params": lambda: {"max_new_tokens": 4},
+            "bootstrap_room": lambda: rng.choice([1, -1, 2**70]), "bootstrap_port": lambda: 1,
+            "return_logprob": lambda: rng.choice([True, False]), "top_logprobs_num": lambda: rng.choice([0, 2]),
+            "logprob_start_len": lambda: -1, "return_hidden_states": lambda: False,
+            }.get(name, lambda: rng.choice([None, "x", ""]))()
+
+
+def generate_batch(rng: random.Random, vocab: int) -> dict:
+    """/generate's batch forms: per-prompt lists that match the batch or not, text with input_ids of
+    another shape, a list where a single prompt takes none, duplicated rids."""
+    size = rng.choice([1, 2, 3])
+    single = rng.random() < 0.2
+    body: dict = {"text": "hi" if single else ["hi"] * size, "sampling_params": {"max_new_tokens": CHEAP_MAX_TOKENS}}
+    if rng.random() < 0.3:
+        body["input_ids"] = rng.choice([[5, 6], [[5]] * size, [[5]] * (size + 1), [[5]]])
+    for name in rng.sample(BATCH_FIELDS, rng.randint(1, 3)):
+        length = rng.choice([size, size, size - 1, size + 1, 0])
+        body[name] = [_batch_value(rng, name, vocab) for _ in range(length)]
+        if name == "rid" and rng.random() < 0.3:
+            body[name] = ["same"] * length
+    if rng.random() < 0.2:
+        body["sampling_params"] = {"n": 2, "max_new_tokens": CHEAP_MAX_TOKENS}
+    return body
+
+
+def _raw_abuse(rng: random.Random, body: dict) -> tuple[bytes, dict]:
+    """A body a JSON parser or the HTTP layer must refuse: truncated or invalid JSON, broken UTF-8,
+    literals JSON has not, a wrong content type."""
+    text = encode(body)
+    choice = rng.randrange(11)
+    if choice == 0:
+        return text[:rng.randrange(max(1, len(text)))], JSON
+    if choice == 1:
+        return rng.choice([b"", b"{", b"}", b"{'text': 'hi'}", b'{"text": "hi",}', b"nul", b"\xef\xbb\xbf{}",
+                           b'{"text": "hi"} trailing', b'{"a":1e999}', b'{"text": "hi", "text": 5}']), JSON
+    if choice == 2:
+        return b'{"text": "\xff\xfe", "prompt": "\xc3", "messages": "\xed\xa0\x80"}', JSON
+    if choice == 3:
+        return b"[" * 20000 + b"]" * 20000, JSON
+    if choice == 4:
+        return text, {"content-type": rng.choice(["text/plain", "application/x-www-form-urlencoded",
+                                                   "multipart/form-data; boundary=x", "application/json; charset=latin-1",
+                                                   "application/xml"])}
+    if choice == 5:
+        return text, {}
+    if choice == 6:
+        return text.replace(b"}", b', "z": NaN, "y": -Infinity}', 1), JSON
+    if choice == 7:
+        return b'{"text": "' + b"a" * 300_000 + b'"}', JSON
+    if choice == 8:
+        return text, {**JSON, "content-encoding": rng.choice(["gzip", "br", "deflate"])}
+    if choice == 9:
+        return text, {**JSON, "x-request-id": b"\xe9\xff" * 10, "accept": "*/*" * 300}
+    return json.dumps([body, body]).encode(), JSON
+
+
+def _form(rng: random.Random) -> tuple[bytes, dict]:
+    """A multipart form for an upload route: junk audio, fields of the wrong type, broken framing."""
+    boundary = "fuzzboundary"
+    fields = {"model": rng.choice(["default", "", "\xff"]), "temperature": rng.choice(["0", "nan", "-1", "x", "1e999"]),
+              "response_format": rng.choice(["json", "text", "verbose_json", "bogus"]),
+              "language": rng.choice(["en", "", "x" * 300]), "stream": rng.choice(["true", "false", "maybe"])}
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode(errors="replace")
+             for name, value in fields.items() if rng.random() < 0.6]
+    if rng.random() < 0.8:
+        audio = rng.choice([b"", b"RIFF\x00\x00\x00\x00WAVEfmt ", bytes(rng.randrange(256) for _ in range(64)),
+                            b"ID3" + b"\xff" * 100])
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n'
+                     f"Content-Type: audio/wav\r\n\r\n".encode() + audio + b"\r\n")
+    body = b"".join(parts) + (f"--{boundary}--\r\n".encode() if rng.random() < 0.8 else b"")
+    return body, {"content-type": f"multipart/form-data; boundary={boundary}"}
+
+
+def _path(rng: random.Random, path: str) -> str:
+    """A templated path with a hostile parameter, sometimes a junk query string."""
+    for name in ("{model:path}", "{response_id}", "{method}"):
+        path = path.replace(name, rng.choice(["default", "none-such", "%00", "%ED%A0%80", "..%2F..%2Fetc%2Fpasswd",
+                                              "a" * 5000, "%F0%9F%98%80"]))
+    if rng.random() < 0.15:
+        path += rng.choice(["?timeout=-1", "?dp_rank=x&include=%ff", "?level=999999999999", "?rank=-5",
+                            "?format=" + "x" * 3000, "?a=1&a=2"])
+    return path
+
+
+def route_case(rng: random.Random, vocab: int, table=None, admin_key: str | None = None,
+               in_process: bool = False) -> Case:
+    """One generated request to a route of the table: hostile fields, batch forms, bodies that are
+    not objects, raw-protocol abuse, admin routes with and without the key, rid games. Admin routes
+    with the key get only bodies their model refuses (a valid one would act on the server), and on
+    a live server no request to an admin route without a body."""
+    from sglang_gemma4.gpu import routes as route_table
+
+    table = table or route_table.ROUTES
+    public = [r for r in table if r.cls == route_table.PUBLIC and not r.only_when and r.body != "websocket"]
+    with_body = [r for r in public if r.example is not None]
+    admin = [r for r in table if r.cls == route_table.ADMIN and not r.only_when]
+    roll = rng.random()
+    if roll < 0.12:  # the sampling, logprob and stop fields of the three generation routes
+        endpoint, payload = request(rng, vocab)
+        return Case("POST", endpoint, encode(payload), dict(JSON), "fields", ("POST", endpoint),
+                    stream=payload.get("stream") is True)
+    if roll < 0.50:  # the fields of any public route with a body
+        route = rng.choice(with_body)
+        body = json.loads(json.dumps(route.example))
+        for name in rng.sample(sorted(route.fields), min(len(route.fields), rng.randint(1, 3))):
+            body[name] = route_value(rng, route.fields[name], vocab)
+        if rng.random() < 0.1:
+            body[rng.choice(["bogus", "", "\ud800", "__class__", "x" * 300])] = hostile(rng)
+        if rng.random() < 0.1:
+            body.pop(rng.choice(sorted(body)), None)
+        stream = body.get("stream") is True
+        return Case(route.method, route.path, encode(body), dict(JSON), "fields", (route.method, route.path), stream)
+    if roll < 0.60:  # /generate's batch forms and rid games
+        method = rng.choice(["POST", "PUT"])
+        return Case(method, "/generate", encode(generate_batch(rng, vocab)), dict(JSON), "batch", (method, "/generate"))
+    if roll < 0.68:  # a body that is not an object
+        route = rng.choice(with_body)
+        body = rng.choice([[route.example], [], "hi", 5, None, True, 1e308, [[route.example]], hostile(rng)])
+        return Case(route.method, route.path, encode(body), dict(JSON), "non-object", (route.method, route.path))
+    if roll < 0.78:  # raw-protocol abuse
+        route = rng.choice(with_body)
+        body, headers = _raw_abuse(rng, route.example)
+        return Case(route.method, route.path, body, headers, "raw", (route.method, route.path))
+    if roll < 0.835:  # routes without a body; a method the route does not take
+        route = rng.choice([r for r in public if r.example is None and r.body is None])
+        method = route.method if rng.random() < 0.8 else rng.choice(["DELETE", "PATCH", "OPTIONS", "PUT"])
+        body = None if rng.random() < 0.7 else encode(hostile(rng))
+        return Case(method, _path(rng, route.path), body, dict(JSON), "no-body", (route.method, route.path))
+    if roll < 0.84:  # forms: a file upload of junk, fields of wrong types (slow to refuse: few)
+        route = rng.choice([r for r in public if r.body == "multipart"])
+        body, headers = _form(rng)
+        return Case(route.method, route.path, body, headers, "form", (route.method, route.path))
+    # admin routes: no key, a wrong key, or the key with a body the route's model refuses
+    route = rng.choice(admin)
+    keyed = admin_key is not None and rng.random() < 0.4
+    headers = dict(JSON)
+    if keyed:
+        headers["authorization"] = f"Bearer {admin_key}"
+    elif rng.random() < 0.5:
+        headers["authorization"] = rng.choice(["Bearer wrong", "Bearer ", "Basic eDp5", "bearer" + " x" * 500,
+                                               f"Bearer {admin_key or 'k'}x"])
+    if keyed and (route.body is None or route.method == "GET" and route.body is None):
+        if not in_process:  # it would act on the live server: send it without the key instead
+            del headers["authorization"]
+            keyed = False
+    if keyed and route.body is not None:
+        body = rng.choice([b"[1]", b'"x"', b"5", b"{", b"[" * 50000]) if rng.random() < 0.7 else encode(
+            rng.choice([[{}], "x", 7]))
+    else:
+        body = None if rng.random() < 0.3 else encode(rng.choice([{}, {"bogus": 1}, [1], {"rid": "x"}, hostile(rng)]))
+        if not keyed and not in_process and route.body is None and admin_key is None:
+            body = None  # an open admin route without a body acts: not on a live server
+    return Case(route.method, _path(rng, route.path), body, headers, "admin-key" if keyed else "admin-no-key",
+                (route.method, route.path), keyed=keyed)
+
+
+_DEEP_MARKER = re.compile(r'"\\u0000deep:(\d+):([dl])"')
+
+
+def _expand_deep(match: re.Match) -> str:
+    depth = int(match.group(1))
+    return ('{"a":' * depth + "1" + "}" * depth) if match.group(2) == "d" else "[" * depth + "1" + "]" * depth
+
+
+def encode(payload) -> bytes:
     """As a client would send it: NaN and Infinity as JSON literals, lone surrogates as \\u escapes."""
-    return json.dumps(payload, allow_nan=True).encode()
+    text = json.dumps(payload, allow_nan=True)
+    if "deep:" in text:
+        text = _DEEP_MARKER.sub(_expand_deep, text)
+    return text.encode()
 
 
 def _events(body: str) -> list:
