@@ -16,14 +16,32 @@ DIR/fuzz.json. Bounded: --requests requests, --workers at a time, 60 s each, non
 The generator (`request`) also drives the CPU fuzz test of the validation layer. It leaves out values
 that are valid but slow to serve (n in the hundreds, top logprobs over the whole vocabulary, long
 generations): unit tests cover those boundaries.
+
+v2 (--routes): generated requests (`route_case`) to every route of the route table (gpu/routes.py):
+hostile fields of each route's body, /generate's batch forms and rid games, bodies that are not JSON
+objects, truncated and invalid JSON, wrong content types, junk forms, admin routes without the key,
+with a wrong one and with the key (then only bodies the route's model refuses: a valid one would act
+on the server), raw HTTP abuse on fresh connections and streamed requests cut off by the client.
+Witness requests with their own rids run alongside. PASS only if the server never dies, no answer is
+a 5xx, every request but raw abuse and cut-off ones is answered, the pool drains, a good request is
+answered and no witness is refused or aborted. With --start the server gets --admin-api-key
+fuzz-admin-key. Writes DIR/fuzz-routes.json. CPU: test/patches/test_0203_route_fuzz.py sends the same
+generator's requests through sglang's HTTP app in process.
+
+    python -m sglang_gemma4.gpu.fuzz --routes --start e2b --out DIR --requests 1000
 """
 
 import argparse
+import http.client
 import json
 import math
 import random
 import re
+import socket
+import threading
 import time
+import urllib.parse
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -546,6 +564,202 @@ def run(url: str, log_path: Path, out: Path, count: int, seed: int, vocab: int, 
     return passed
 
 
+# ---- v2 against a live server: every route, raw HTTP abuse, disconnects, witnesses ----
+
+RAW_HTTP = [  # request heads (and bodies) an HTTP parser must refuse or survive
+    b"GARBAGE\r\n\r\n",
+    b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"text\": \"hi\"}",  # body cut short
+    b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+    b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n{}",
+    b"POST /generate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+    b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /health HTTP/1.1\r\nHost: x\r\nX: " + b"y" * 70000 + b"\r\n\r\n",
+    b"GET /health HTTP/9.9\r\nHost: x\r\n\r\n",
+    b"GET /health HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\n\xff\xfe\x00\x01\x02",
+    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",  # a TLS hello on the plain port
+]
+DISCONNECT = 0.3  # of streamed requests, this share is cut off after the first bytes
+RAW_SHARE = 0.02  # of cases, this share is raw HTTP abuse instead
+
+
+def _split(url: str) -> tuple[str, int]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.hostname, parts.port or 80
+
+
+def send_case(url: str, case: Case, timeout: float) -> tuple[int, str]:
+    """(status, body) of one generated request, its bytes and headers as they are (0: no answer)."""
+    host, port = _split(url)
+    connection = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        connection.putrequest(case.method, case.path, skip_accept_encoding=True)
+        for name, value in case.headers.items():
+            connection.putheader(name, value)
+        connection.putheader("Content-Length", str(len(case.body or b"")))
+        connection.endheaders(case.body)
+        response = connection.getresponse()
+        return response.status, response.read().decode(errors="replace")
+    except (OSError, http.client.HTTPException) as e:
+        return 0, f"{type(e).__name__}: {e}"
+    finally:
+        connection.close()
+
+
+def send_and_drop(url: str, case: Case, timeout: float = 60) -> tuple[int, str]:
+    """Send the request, read its first bytes and close the connection: a client that leaves."""
+    head = [f"{case.method} {case.path} HTTP/1.1", f"Host: {_split(url)[0]}",
+            f"Content-Length: {len(case.body or b'')}"]
+    head += [f"{name}: {value.decode('latin-1') if isinstance(value, bytes) else value}"
+             for name, value in case.headers.items()]
+    try:
+        with socket.create_connection(_split(url), timeout=timeout) as connection:
+            connection.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (case.body or b""))
+            first = connection.recv(200).decode(errors="replace")
+    except OSError as e:
+        return 0, f"{type(e).__name__}: {e}"
+    status = first.split()[1] if first.startswith("HTTP/") and len(first.split()) > 1 else "0"
+    return int(status) if status.isdigit() else 0, "closed after the first bytes"
+
+
+def send_raw(url: str, data: bytes, timeout: float = 30) -> tuple[int, str]:
+    """Raw bytes on a fresh connection: the status line answered, or 0 when the server closed it."""
+    try:
+        with socket.create_connection(_split(url), timeout=timeout) as connection:
+            connection.sendall(data)
+            connection.shutdown(socket.SHUT_WR)
+            first = connection.recv(200).decode(errors="replace")
+    except OSError as e:
+        return 0, f"{type(e).__name__}: {e}"
+    words = first.split()
+    return (int(words[1]) if first.startswith("HTTP/") and len(words) > 1 and words[1].isdigit() else 0), first[:200]
+
+
+def classify_case(case: Case, status: int, body: str, dropped: bool = False, raw: bool = False) -> str:
+    """As classify(), for any route: raw abuse and dropped requests may end without an answer."""
+    if (raw or dropped) and status == 0:
+        return "dropped"
+    if status >= 500:
+        return "server-error"
+    if dropped:
+        return "dropped"
+    if case.method == "POST" and case.path in ENDPOINTS and not raw:
+        return classify(case.path, case.stream, status, body)
+    if status == 0:
+        return "no-answer"
+    return "client-error" if status >= 400 else "ok"
+
+
+# The key a server the fuzzer starts is given: admin routes are sent with it, without it and with a wrong one
+ADMIN_KEY = "fuzz-admin-key"
+WITNESS = {"text": "witness", "sampling_params": {"max_new_tokens": 16, "temperature": 0}}
+
+
+class Witnesses:
+    """Good requests, each with its own rid, sent one after another while the fuzzer runs: none may be
+    refused or aborted (a request aborted by another client's request)."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.results: list[dict] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self):
+        while not self._stop.is_set():
+            rid = f"witness-{uuid.uuid4().hex}"
+            try:
+                status, body = http_json("POST", f"{self.url}/generate", {**WITNESS, "rid": rid}, timeout=120)
+            except OSError as e:
+                status, body = 0, f"{type(e).__name__}: {e}"
+            reason = None
+            if status == 200:
+                try:
+                    reason = (json.loads(body).get("meta_info") or {}).get("finish_reason")
+                except ValueError:
+                    pass
+            aborted = isinstance(reason, dict) and reason.get("type") == "abort"
+            self.results.append({"rid": rid, "status": status, "aborted": aborted,
+                                 "answer": body[:200] if status != 200 or aborted else ""})
+            self._stop.wait(0.5)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=150)
+
+    def failed(self) -> list[dict]:
+        return [r for r in self.results if r["status"] != 200 or r["aborted"]]
+
+
+def run_routes(url: str, log_path: Path, out: Path, count: int, seed: int, vocab: int, workers: int,
+               admin_key: str | None, alive=None, time_limit: float = 420) -> bool:
+    """Fuzzer v2 against a live server: `count` generated requests to every route of gpu/routes.py
+    (raw HTTP abuse and client disconnects among them) with witnesses running. PASS: no death, no
+    answer of 5xx, no unanswered request (except raw abuse and disconnects), the KV pool drained, a
+    good request served, no witness refused or aborted. Writes out/fuzz-routes.json."""
+    rng = random.Random(seed)
+    plan = []
+    for _ in range(count):
+        if rng.random() < RAW_SHARE:
+            plan.append(("raw", rng.choice(RAW_HTTP), None))
+            continue
+        case = route_case(rng, vocab, admin_key=admin_key)
+        plan.append(("drop" if case.stream and rng.random() < DISCONNECT else "send", None, case))
+    started = time.monotonic()
+
+    def one(item):
+        how, data, case = item
+        if time.monotonic() - started > time_limit:
+            return how, case, 0, "not sent: time limit reached", "not-sent"
+        if how == "raw":
+            status, body = send_raw(url, data)
+            return how, case, status, body, classify_case(Case("RAW", "", data, {}, "raw", ("RAW", "")), status,
+                                                          body, raw=True)
+        if how == "drop":
+            status, body = send_and_drop(url, case)
+            return how, case, status, body, classify_case(case, status, body, dropped=True)
+        status, body = send_case(url, case, timeout=60)
+        return how, case, status, body, classify_case(case, status, body, raw=case.kind == "raw")
+
+    with Witnesses(url) as witnesses, ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(one, plan))
+    counts: dict = {}
+    by_route: dict = {}
+    for how, case, _, _, outcome in results:
+        counts[outcome] = counts.get(outcome, 0) + 1
+        key = "raw HTTP" if how == "raw" else f"{case.route[0]} {case.route[1]}"
+        by_route.setdefault(key, {}).setdefault(outcome, 0)
+        by_route[key][outcome] += 1
+    time.sleep(5)  # let aborted requests leave the scheduler before the probe
+    server_alive = (alive or (lambda: serving(url)))()
+    good_answered, drained, lines = probe(url, log_path) if server_alive else (False, False, [])
+    bad = sum(n for outcome, n in counts.items() if outcome not in ("ok", "client-error", "dropped"))
+    witness_failures = witnesses.failed()
+    passed = (bad == 0 and server_alive and good_answered and drained and not witness_failures
+              and bool(witnesses.results))
+    failures = [{"route": "raw HTTP" if how == "raw" else f"{case.method} {case.path}"[:200],
+                 "kind": "raw" if how == "raw" else case.kind,
+                 "request": ((case.body or b"") if case else b"")[:300].decode(errors="replace"),
+                 "status": status, "answer": body[:300], "outcome": outcome}
+                for how, case, status, body, outcome in results if outcome not in ("ok", "client-error", "dropped")]
+    summary = {"seed": seed, "requests": count, "seconds": round(time.monotonic() - started, 1),
+               "outcomes": counts, "by_route": by_route, "routes_reached": len(by_route),
+               "server_deaths": 0 if server_alive else 1, "answers_5xx": counts.get("server-error", 0),
+               "witnesses": len(witnesses.results), "witnesses_refused_or_aborted": len(witness_failures),
+               "good_request_answered": good_answered, "pool_drained": drained, "probe_decode_lines": lines,
+               "failures": failures[:30], "witness_failures": witness_failures[:10],
+               "verdict": "PASS" if passed else "FAIL"}
+    (out / "fuzz-routes.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("failures", "probe_decode_lines", "by_route",
+                                                                    "witness_failures")}, indent=1))
+    return passed
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default="http://127.0.0.1:30000")
@@ -557,12 +771,20 @@ def main() -> int:
     parser.add_argument("--vocab", type=int, default=262144)
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--time-limit", type=float, default=300, help="seconds after which no request is sent")
+    parser.add_argument("--routes", action="store_true",
+                        help="v2: every route of gpu/routes.py, raw HTTP abuse, disconnects and witnesses "
+                             "(writes fuzz-routes.json)")
+    parser.add_argument("--admin-key", help="with --url: the server's --admin-api-key (with --start: one is made)")
     parser.add_argument("--dry-run", action="store_true", help="print the started server's command line instead")
     args = parser.parse_args()
     if not args.start and not args.log:
         parser.error("give --start VARIANT, or --log with the server's log for the pool check")
     out = Path(args.out)
-    server = Server(args.start, "patched", out / f"{args.start}-patched.log", extra=list(NO_GRAPHS)) if args.start else None
+    extra = list(NO_GRAPHS)
+    if args.routes and args.start:
+        args.admin_key = ADMIN_KEY
+        extra += ["--admin-api-key", ADMIN_KEY]
+    server = Server(args.start, "patched", out / f"{args.start}-patched.log", extra=extra) if args.start else None
     if args.dry_run:
         if server:
             print(server.describe())
@@ -570,13 +792,18 @@ def main() -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
     print(f"fuzz: seed {seed}")
     out.mkdir(parents=True, exist_ok=True)
+    if args.routes:
+        def fuzz_run(url, log_path, **kw):
+            return run_routes(url, log_path, out, args.requests, seed, args.vocab, args.workers, args.admin_key, **kw)
+    else:
+        def fuzz_run(url, log_path, **kw):
+            return run(url, log_path, out, args.requests, seed, args.vocab, args.workers, **kw)
     if server:
         with server:
-            passed = run(server.url, server.log_path, out, args.requests, seed, args.vocab, args.workers,
-                         alive=lambda: server.process.poll() is None, time_limit=args.time_limit)
+            passed = fuzz_run(server.url, server.log_path, alive=lambda: server.process.poll() is None,
+                              time_limit=args.time_limit)
     else:
-        passed = run(args.url, Path(args.log), out, args.requests, seed, args.vocab, args.workers,
-                     time_limit=args.time_limit)
+        passed = fuzz_run(args.url, Path(args.log), time_limit=args.time_limit)
     return 0 if passed else 1
 
 
