@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 
 import httpx
-from request_pipeline import Dispatched, front_end
+from request_pipeline import ADMIN_KEY, Dispatched, front_end
 
 
 @dataclass
@@ -30,9 +30,6 @@ class _Scheduler:
         raise Dispatched()
 
     send_pyobj = send
-
-
-ADMIN_KEY = "fuzz-admin-key"
 
 
 def _admin_key_gate(app):
@@ -113,8 +110,11 @@ class App:
              headers: dict | None = None, timeout: float = 30, gated: bool = False) -> Reply:
         """`body` sent as JSON (NaN and lone surrogates as a client's json.dumps writes them), or
         `raw` bytes as they are. `gated`: through sglang's API-key check, as a server started with
-        --admin-api-key ADMIN_KEY runs it (admin routes need the key)."""
+        --admin-api-key ADMIN_KEY runs it (admin routes need the key); otherwise the request carries
+        the key, unless it names an Authorization of its own."""
         headers = dict(headers or {})
+        if not gated and not any(name.lower() == "authorization" for name in headers):
+            headers["authorization"] = f"Bearer {ADMIN_KEY}"
         content = raw
         if body is not None:
             content = json.dumps(body, allow_nan=True).encode()

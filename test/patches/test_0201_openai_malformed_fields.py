@@ -57,3 +57,20 @@ def test_detokenize_decodes_ids_within_32_bits():
     reply = http_app().post("/v1/detokenize", {"tokens": [[40, 41], [2**32 - 1]]})
     assert reply.status == 200, reply
     assert reply.json()["text"][0] == "EF"  # byte-level tokenizer: id 40 is "E" (4 specials + "!"..)
+
+
+def test_the_responses_api_answers_404_when_it_failed_to_load(monkeypatch):
+    # OpenAIServingResponses failing at start-up (e.g. no harmony vocabulary offline) leaves it unset
+    app = http_app()
+    monkeypatch.delattr(app.app.state, "openai_serving_responses", raising=False)
+    for method, path, body in [("POST", "/v1/responses", {"model": "default", "input": "hi"}),
+                               ("GET", "/v1/responses/resp_1", None), ("POST", "/v1/responses/resp_1/cancel", None)]:
+        reply = app.send(method, path, body)
+        assert reply.status == 404, (path, reply)
+
+
+def test_tokenize_reports_the_context_length_when_the_tokenizer_sets_no_limit():
+    # transformers' "no limit" is int(1e30), which JSON's int64 cannot carry
+    reply = http_app().post("/v1/tokenize", {"prompt": "hi"})
+    assert reply.status == 200, reply
+    assert reply.json()["max_model_len"] == http_app().manager.model_config.context_len

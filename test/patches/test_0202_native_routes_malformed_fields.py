@@ -60,3 +60,32 @@ def test_parsers_known_to_sglang_still_parse():
     assert reply.status == 200, reply
     reply = http_app().post("/parse_function_call", {"text": "a", "tool_call_parser": "gemma4", "tools": []})
     assert reply.status == 200, reply
+
+
+OTHER = [
+    ("/v1/messages/count_tokens", b'{"model": "default", "messages": []}', "Messages cannot be empty"),
+    ("/api/chat", b'{"model": "m", "messages": [], "stream": false}', "messages"),
+    ("/remove_external_corpus", b"false", "corpus_id"),
+    ("/remove_external_corpus", b'{"corpus_id": ', "not valid JSON"),
+    ("/add_external_corpus", b"{", "not valid JSON"),
+]
+
+
+@pytest.mark.parametrize("path, raw, words", OTHER, ids=[f"{p}-{i}" for i, (p, _, _) in enumerate(OTHER)])
+def test_an_empty_conversation_or_a_body_that_is_no_json_object_is_a_400(path, raw, words):
+    reply = http_app().send("POST", path, raw=raw, headers={"content-type": "application/json"})
+    assert reply.status == 400, reply
+    assert words in reply.body, reply
+
+
+def test_the_disconnect_abort_of_a_request_rejected_before_normalization_does_nothing(monkeypatch):
+    from sglang.srt.managers import tokenizer_manager
+    from sglang.srt.managers.io_struct import GenerateReqInput
+
+    async def no_wait(seconds):
+        pass
+
+    monkeypatch.setattr(tokenizer_manager.asyncio, "sleep", no_wait)
+    app = http_app()
+    rejected = GenerateReqInput(text="hi", rid="r")  # never normalized: no is_single
+    app.loop.run_until_complete(app.manager.create_abort_task(rejected)())

@@ -137,16 +137,17 @@ ROUTES: list[Route] = [
     _public("GET", "/ping", note="SageMaker health"),
     _public("GET", "/get_model_info"),
     _public("GET", "/model_info"),
-    _public("GET", "/get_weight_version"),
-    _public("GET", "/weight_version"),
     _public("GET", "/get_server_info", note="server arguments: redacted"),
     _public("GET", "/server_info", note="server arguments: redacted"),
     _public("GET", "/get_load"),
     _public("GET", "/v1/loads", note="query parameters dp_rank, include, format"),
+    _public("GET", "/metrics", only_when="--enable-metrics (mounted at launch)"),
     # FastAPI's API documentation
     *[_admin("GET", p, note="API documentation") for p in ("/openapi.json", "/docs", "/docs/oauth2-redirect",
                                                             "/redoc")],
     # Administration and debugging
+    _admin("GET", "/get_weight_version"),
+    _admin("GET", "/weight_version"),
     *_both(("POST", "PUT"), _admin, "/set_internal_state", "SetInternalStateReq"),
     *_both(("GET", "POST"), _admin, "/flush_cache", note="query parameter timeout"),
     _admin("POST", "/add_external_corpus"),
@@ -190,7 +191,7 @@ ROUTES: list[Route] = [
     _admin("POST", "/scale_elastic_ep"),
     _admin("GET", "/is_scaling_elastic_ep"),
     _admin("POST", "/dumper/{method}", only_when="DUMPER_SERVER_PORT=reuse"),
-    _admin("GET", "/metrics", only_when="--enable-metrics (mounted at launch)"),
+
 ]
 
 BY_KEY = {(r.method, r.path): r for r in ROUTES}
