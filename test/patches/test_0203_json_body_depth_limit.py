@@ -45,3 +45,17 @@ def test_ordinary_and_large_flat_bodies_reach_the_scheduler():
     reply = http_app().post("/generate", {"input_ids": [[5] * 50000, [6] * 50000],
                                           "sampling_params": {"max_new_tokens": 2}})
     assert reply.status == 200 and reply.dispatched, reply
+
+
+def test_tool_call_arguments_nested_too_deep_are_a_400():
+    # a JSON string, parsed for the chat template, which renders it recursively
+    arguments = '{"a":' * 900 + "1" + "}" * 900
+    messages = [{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "1", "type": "function", "function": {"name": "f", "arguments": arguments}}]}]
+    reply = http_app().post("/v1/chat/completions", {"model": "default", "messages": messages, "max_tokens": 2})
+    assert reply.status == 400 and "nest deeper than 128" in reply.body, reply
+    shallow = '{"a":' * 20 + "1" + "}" * 20
+    messages[1]["tool_calls"][0]["function"]["arguments"] = shallow
+    reply = http_app().post("/v1/chat/completions", {"model": "default", "messages": messages, "max_tokens": 2})
+    assert reply.status == 200 and reply.dispatched, reply

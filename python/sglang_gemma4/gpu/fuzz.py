@@ -190,6 +190,11 @@ def _nested(depth: int, as_dict: bool):
     return value
 
 
+def _deep_text(depth: int) -> str:
+    """JSON text of an object nested `depth` deep, as a string field carries it (tool-call arguments)."""
+    return '{"a":' * depth + "1" + "}" * depth
+
+
 def hostile(rng: random.Random):
     """Any JSON value a field should not take: wrong types, extreme numbers, broken Unicode, deep
     nesting, huge strings."""
@@ -212,7 +217,10 @@ def route_value(rng: random.Random, kind: str, vocab: int):
         return rng.choice([[], [{}], [{"role": "user", "content": "hi"}], [{"role": 5, "content": None}],
                            [{"text": rng.choice(TEXTS + BAD_TEXT)}], ["x"], [[{}]],
                            [{"type": "function", "function": {"name": "f", "parameters": _nested(rng.choice([5, 400]),
-                                                                                               True)}}]])
+                                                                                               True)}}],
+                           [{"role": "assistant", "content": "", "tool_calls": [
+                               {"id": "1", "type": "function", "function": {"name": "f", "arguments": _deep_text(
+                                   rng.choice([5, 300, 900]))}}]}]])
     if kind == "rid":
         return rng.choice(["", "r", "\ud800", "x" * 10000, ["a", "a"], ["a", "b", "c"], [1], 7, None])
     if kind == "sampling":
