@@ -65,3 +65,26 @@ MATCHED = [
 def test_a_batch_of_matching_shape_reaches_the_scheduler(body):
     reply = http_app().post("/generate", {"sampling_params": {"max_new_tokens": 4}, **body})
     assert reply.status == 200 and reply.dispatched, reply
+
+
+MORE = [
+    ("/generate", {"input_embeds": [], "sampling_params": {"max_new_tokens": 4}}, "input_embeds"),
+    ("/generate", {"input_embeds": [[]], "sampling_params": {"max_new_tokens": 4}}, "input_embeds[0]"),
+    ("/generate", {"text": "a", "video_data": [], "sampling_params": {"n": 2, "max_new_tokens": 4}}, "video_data"),
+    ("/generate", {"text": "a", "audio_data": ["x", "y"], "sampling_params": {"n": 2, "max_new_tokens": 4}},
+     "audio_data"),
+    # EmbeddingReqInput (/classify, /encode) normalizes its batch on its own
+    ("/classify", {"text": BATCH, "rid": "r"}, "rid"),
+    ("/classify", {"text": ["a"], "rid": ["a", "b", "c"]}, "rid"),
+    ("/classify", {"text": "a", "rid": ["a", "b"]}, "rid"),
+    ("/classify", {"text": BATCH, "image_data": "x"}, "image_data"),
+    ("/classify", {"text": BATCH, "sampling_params": [{}]}, "sampling_params"),
+    ("/classify", {"input_ids": []}, "input_ids"),
+]
+
+
+@pytest.mark.parametrize("path, body, field", MORE, ids=[f"{p}-{f}-{i}" for i, (p, _, f) in enumerate(MORE)])
+def test_embeddings_and_batches_of_one_of_mismatched_shape_are_a_400(path, body, field):
+    reply = http_app().post(path, body)
+    assert reply.status == 400, reply
+    assert field in reply.body, reply
