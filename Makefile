@@ -83,19 +83,20 @@ refresh: $(VENV)/.stamp  ## export work/sglang's commits back into patches/*.pat
 new: $(VENV)/.stamp  ## NAME=slug SUBJECT="..." : a new patch from uncommitted edits in work/sglang
 	$(TOOLS) new "$(NAME)" --subject "$(SUBJECT)"
 
-# The already-upstream check runs each patch's own tests without it, in the test venv unless
-# REBASE_PYTHON names an interpreter whose packages import the new release.
-REBASE_FLAGS = --python $(or $(REBASE_PYTHON),$(TEST_PY)) $(if $(filter 0,$(TESTS)),--skip-tests,)
-rebase: $(VENV)/.stamp $(TEST_VENV)/.stamp  ## TO=0.5.17 : move the series to a newer sglang, stopping at each conflict (TESTS=0: text checks only)
-	$(TOOLS) rebase --to "$(TO)" $(REBASE_FLAGS)
+# Each patch's tests run after it goes in, and at a conflict without it (the already-upstream check),
+# in the new release's own CPU environment (built once under .cache/testenv/ from its wheel's pins),
+# unless REBASE_PYTHON names an interpreter to use as it is. TESTS=0 runs none.
+REBASE_FLAGS = $(if $(REBASE_PYTHON),--python $(REBASE_PYTHON),) $(if $(filter 0,$(TESTS)),--skip-tests,)
+rebase: $(VENV)/.stamp  ## TO=0.5.18 : move the series to a newer sglang, testing each patch; stops at a conflict or failing tests (TESTS=0, CHECK_UPSTREAM=1, FORCE=1: older)
+	$(TOOLS) rebase --to "$(TO)" $(REBASE_FLAGS) $(if $(FORCE),--force,) $(if $(CHECK_UPSTREAM),--check-upstream,)
 
-rebase-continue: $(VENV)/.stamp  ## after resolving a stop: take the work tree as the patch and go on (DROP=1 WHY="..." drops it)
-	$(TOOLS) rebase --continue $(if $(DROP),--drop,) $(if $(WHY),--why "$(WHY)",)
+rebase-continue: $(VENV)/.stamp  ## after a stop, or to resume an interrupted rebase: go on (DROP=1 WHY="..." drops; ACCEPT_FAILING=1 WHY="..." keeps failing tests)
+	$(TOOLS) rebase --continue $(if $(DROP),--drop,) $(if $(ACCEPT_FAILING),--accept-failing,) $(if $(WHY),--why "$(WHY)",)
 
 rebase-abort: $(VENV)/.stamp  ## forget a rebase under way: work/sglang back on the old pin, repository untouched
 	$(TOOLS) rebase --abort
 
-rebase-check: $(VENV)/.stamp $(TEST_VENV)/.stamp apply  ## TO=0.5.23 : drift report for a newer release in docs/drift/ (changes nothing else)
+rebase-check: $(VENV)/.stamp apply  ## TO=0.5.23 : drift report for a newer release in docs/drift/ (changes nothing else)
 	$(TOOLS) rebase-check --to "$(TO)" $(REBASE_FLAGS)
 
 drift-check: $(VENV)/.stamp  ## fail if docs/drift/'s report was made for another series than today's

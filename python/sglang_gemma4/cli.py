@@ -7,8 +7,10 @@
   lint          check patches/series and every patch header
   refresh       export the work tree's commits back into their patch files (diff only)
   new           start a patch from uncommitted edits in work/sglang
-  rebase        move the series to a newer sglang release: stops at each conflict (--continue,
-                --abort), asks before dropping a patch that looks upstream
+  rebase        move the series to a newer sglang release, running each patch's tests once it is in:
+                stops at a conflict or failing tests (--continue, which also resumes an interrupted
+                run; --abort), asks before dropping a patch that looks upstream; the finish writes the
+                repository's files and prints a checklist
   rebase-check  report how the series fares on a newer release, changing nothing
   drift-status  fail if the kept drift report was made for another series
   verify-tests  prove each patch's tests fail without it and pass with it
@@ -25,12 +27,14 @@ import getpass
 import os
 import select
 import signal
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from sglang_gemma4.gpu.variants import ARCHS, VARIANTS
-from sglang_gemma4.stack import bundle, drift, export, lint, readme_table, rebase, result_archive, result_text, verify
+from sglang_gemma4.stack import (bundle, drift, export, lint, readme_table, rebase, rebase_finish, result_archive,
+                                  result_text, testenv, verify)
 from sglang_gemma4.stack.build import build_wheel
 from sglang_gemma4.stack.errors import StackError
 from sglang_gemma4.stack.fetch import download_release, fetch_all, fetch_wheel
@@ -136,12 +140,50 @@ def cmd_new(stack: Stack, args) -> int:
     return 0
 
 
+def cached_release(stack: Stack, version: str, python: str) -> Path | None:
+    tag = "cp" + python.replace(".", "")
+    found = sorted(stack.layout.cache_dir.glob(f"{stack.pin.name}-{version}-{tag}-*.whl"))
+    return found[-1] if found else None
+
+
 def release_wheels(stack: Stack, args, tmp: Path) -> list[Path]:
-    """The newer release's wheels: local files (--wheel) or one per pinned Python from PyPI (--to)."""
+    """The newer release's wheels: local files (--wheel), else one per pinned Python, from the
+    cache when a rebase or rebase-check already fetched it, else from PyPI (--to)."""
     if args.wheel:
         return [Path(p).resolve() for p in args.wheel]
-    print(f"downloading {stack.pin.name}=={args.to} for Python {', '.join(w.python for w in stack.pin.wheels)} ...")
-    return [download_release(stack.pin.name, args.to, w.python, tmp) for w in stack.pin.wheels]
+    wheels = []
+    for wheel in stack.pin.wheels:
+        cached = cached_release(stack, args.to, wheel.python)
+        if not cached:
+            print(f"downloading {stack.pin.name}=={args.to} for Python {wheel.python} ...")
+            cached = download_release(stack.pin.name, args.to, wheel.python, tmp)
+        wheels.append(cached)
+    return wheels
+
+
+def target_version(stack: Stack, args) -> str:
+    if args.to:
+        return args.to
+    return rebase.pin_from_wheels(stack.pin.name, [Path(p) for p in args.wheel]).version
+
+
+def test_env(stack: Stack, args, new_pin: Pin, wheels: list[Path]) -> testenv.TestEnv | None:
+    """Where each patch's tests run: none (--skip-tests), the named interpreter (--python), or
+    the release's own CPU environment (built once under .cache/testenv/)."""
+    if args.skip_tests:
+        return None
+    if args.python:
+        return testenv.given(args.python)
+    by_file = {w.name: w for w in wheels}
+    version = testenv.python_version(args.env_python)
+    pinned = next((w for w in new_pin.wheels if w.python == version), new_pin.wheels[0])
+    wheel = by_file[pinned.file]
+    return testenv.ensure(stack.layout, new_pin.version, wheel, args.env_python)
+
+
+def repository_head(root: Path) -> str:
+    return rebase_finish.git_repository(root) and subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() or ""
 
 
 def cmd_rebase(stack: Stack, args) -> int:
@@ -150,24 +192,29 @@ def cmd_rebase(stack: Stack, args) -> int:
         work.abort()
         return 0
     if args.resume:
-        return 0 if work.resume(drop=args.drop, why=args.why) else 1
-    if args.drop or args.why:
-        raise StackError("--drop and --why go with --continue")
+        return 0 if work.resume(drop=args.drop, why=args.why, accept_failing=args.accept_failing) else 1
+    if args.drop or args.why or args.accept_failing:
+        raise StackError("--drop, --accept-failing and --why go with --continue")
+    rebase.check_start(stack.layout, stack.pin, target_version(stack, args), args.force)  # before any download
     with tempfile.TemporaryDirectory() as tmp:
         wheels = release_wheels(stack, args, Path(tmp))
         new_pin = rebase.pin_from_wheels(stack.pin.name, wheels)
-        done = work.start(stack.pin, new_pin, wheels, python=args.python, run_tests=not args.skip_tests)
+        env = test_env(stack, args, new_pin, wheels)
+        done = work.start(stack.pin, new_pin, wheels, env, check_upstream=args.check_upstream, force=args.force,
+                          repo_head=repository_head(stack.layout.root))
     return 0 if done else 1
 
 
 def cmd_rebase_check(stack: Stack, args) -> int:
     stack.ensure_work_tree()
+    rebase.refuse_during_rebase(stack.layout, "rebase-check")
     with tempfile.TemporaryDirectory() as tmp:
         wheels = release_wheels(stack, args, Path(tmp))
         new_pin = rebase.pin_from_wheels(stack.pin.name, wheels)
-        rows = drift.check_release(stack.layout, new_pin, wheels[0], args.python, not args.skip_tests)
-    out = drift.write_report(stack.layout, stack.pin, new_pin, rows, not args.skip_tests,
-                             Path(args.out) if args.out else None)
+        env = test_env(stack, args, new_pin, wheels)
+        rows = drift.check_release(stack.layout, new_pin, wheels[0], env.python if env else "", env is not None)
+    out = drift.write_report(stack.layout, stack.pin, new_pin, rows, env is not None,
+                             Path(args.out) if args.out else None, env.describe() if env else "")
     print(out.read_text())
     print(f"rebase-check: report written to {out} (and {out.with_suffix('.json').name})")
     return 0
@@ -215,10 +262,12 @@ def cmd_version(stack: Stack, args) -> int:
 
 
 def add_test_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--python", default=sys.executable,
-                   help="interpreter that runs each patch's tests for the already-upstream check "
-                        "(needs the test requirements and must import the new release's sglang)")
-    p.add_argument("--skip-tests", action="store_true", help="decide already-upstream by text alone")
+    p.add_argument("--python", help="interpreter that runs each patch's tests, used as it is (default: the "
+                   "release's own CPU environment, built once under .cache/testenv/ from its wheel's pins)")
+    p.add_argument("--env-python", default=sys.executable,
+                   help="the interpreter the release's CPU environment is made with (default: this one)")
+    p.add_argument("--skip-tests", action="store_true", help="run no test: already-upstream by text alone, "
+                   "and nothing proves a moved patch works")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -252,10 +301,12 @@ def parser() -> argparse.ArgumentParser:
     n.set_defaults(run=cmd_new)
     r = sub.add_parser("rebase", help="move the series to a newer sglang release, stopping at each conflict",
                        description="Apply the series onto a newer release in work/sglang (branch rebase/X), one "
-                       "patch at a time. It stops at a patch that does not apply (conflict markers or .rej files "
-                       "left to resolve; every failing hunk named) or that looks already upstream (it "
-                       "reverse-applies, or its own tests pass without it). upstream.toml, patches/ and the "
-                       "README table are written only after the last patch.")
+                       "patch at a time, running each patch's own tests once it is in. It stops at a patch that "
+                       "does not apply (conflict markers or .rej files left to resolve; every failing hunk named; "
+                       "resolutions recorded by git rerere replayed), that looks already upstream (it "
+                       "reverse-applies, or at a conflict its tests pass without it), or whose tests fail. "
+                       "--continue also resumes after an interruption. The repository's files are written only "
+                       "after the last patch, then a checklist of what is left is printed.")
     action = r.add_mutually_exclusive_group(required=True)
     action.add_argument("--to", metavar="VERSION", help="start: download this sglang release from PyPI")
     action.add_argument("--wheel", nargs="+", metavar="WHL", help="start: use these local wheel files instead")
@@ -265,7 +316,12 @@ def parser() -> argparse.ArgumentParser:
     action.add_argument("--abort", action="store_true", help="forget the rebase; back to the old pin's work tree")
     r.add_argument("--drop", action="store_true", help="with --continue: drop the stopped patch")
     r.add_argument("--why", default="", help="with --drop: the evidence kept in the series comment "
-                   "(e.g. the upstream file and function that does the same)")
+                   "(e.g. the upstream file and function that does the same); with --accept-failing: the reason")
+    r.add_argument("--accept-failing", action="store_true",
+                   help="with --continue at failing tests: go on all the same (--why is required)")
+    r.add_argument("--check-upstream", action="store_true",
+                   help="start: run the tests-based already-upstream check before every patch, not only at a conflict")
+    r.add_argument("--force", action="store_true", help="start: allow a release older than the pin")
     add_test_arguments(r)
     r.set_defaults(run=cmd_rebase)
     rc = sub.add_parser("rebase-check", help="report how the series fares on a newer release (changes nothing)")

@@ -16,6 +16,10 @@
 #                of gpu/routes.py (raw HTTP abuse, disconnects, admin routes with and without the key),
 #                witnesses alongside, seed $FUZZ_SEED; PASS needs no 5xx, no death, the pool drained, a
 #                good request answered and no witness refused or aborted
+#   sampling-fuzz  sampling values that can make probabilities NaN/inf (gpu/sampling_fuzz.py), in
+#                rounds mixing them with good requests, against a patched server (default variant e2b):
+#                $SAMPLING_FUZZ_REQUESTS (default 400), seed $FUZZ_SEED; PASS needs no 5xx, every good
+#                request served, the server alive, its KV pool drained
 #   gpu-tests    every patch's tests on the GPU against the bundle's patched tree (CUDA kernels
 #                for real, and the `gpu`-marked cases CI skips; also the graph-replay timer's), or
 #                the test files in $GPU_TESTS
@@ -31,7 +35,7 @@
 # Every other stage is an experiment of python -m sglang_gemma4.gpu.run (its --list says what each
 # runs and which knobs it reads): mtp, routing, kernels, profile, step-trace, memory, tp2-parity,
 # tp2-ab, mtp-fill, mtp-ab, mtp-greedy, spec-step, yoco, moe-tune, coldstart, tiles, decode-tiles, opt-in-ab, tiles-ab, mm-ab, swa,
-# kv-capacity, baseline, verify-attention.
+# kv-capacity, long, baseline, verify-attention.
 #
 # Results and logs go to $OUT (default ./gpu-results) and, packed, to $OUT/results.tgz (the device
 # tool returns few files); the tables are printed last. DRY_RUN=1 prints every command instead
@@ -82,6 +86,8 @@ for arg in "$@"; do
             ${FUZZ_SEED:+--seed "$FUZZ_SEED"} || status=1 ;;
     fuzz-routes) harness fuzz --routes --start "${choice[0]:-e2b}" --out "$OUT/fuzz-routes" \
                    --requests "${FUZZ_ROUTE_REQUESTS:-1000}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} || status=1 ;;
+    sampling-fuzz) harness sampling_fuzz --start "${choice[0]:-e2b}" --out "$OUT/sampling-fuzz" \
+                     --requests "${SAMPLING_FUZZ_REQUESTS:-400}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} || status=1 ;;
     gpu-tests) tree=$PREFIX-tree  # the layout the tests expect: TREE/python/sglang
                read -ra tests <<< "${GPU_TESTS:-test/patches test/harness/test_cuda_timing.py}"
                if [ -n "$dry" ]; then

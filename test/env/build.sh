@@ -2,15 +2,17 @@
 # Build the CPU test environment (make test runs this once; test/requirements-cpu.txt says why each
 # pin). Prints pip's progress, then the environment's size.
 #
-#   test/env/build.sh PYTHON VENV
+#   test/env/build.sh PYTHON VENV [REQUIREMENTS]
+# REQUIREMENTS (default test/requirements-cpu.txt): the rebase passes a newer release's pins.
 set -euo pipefail
 python=$1 venv=$2
 repo=$(cd "$(dirname "$0")/../.." && pwd)
+requirements=${3:-$repo/test/requirements-cpu.txt}
 echo "test env: building $venv with $("$python" --version) (a few minutes, once; about 1.4 GB)"
 rm -rf "$venv"
 "$python" -m venv "$venv"
 pip=("$venv/bin/python" -m pip install --no-compile --progress-bar on)
-"${pip[@]}" -r "$repo/test/requirements-cpu.txt"
+"${pip[@]}" -r "$requirements"
 "${pip[@]}" --no-deps -e "$repo/python"
 site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 # torchvision imports on the CPU torch (test/env/torchvision_cpu_ops.py says how)

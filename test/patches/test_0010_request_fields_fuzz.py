@@ -76,6 +76,12 @@ def within_kernel_limits(tokenized) -> list[str]:
         bias = torch.tensor(list(sp.logit_bias.values()), dtype=torch.float32)
         problems["a logit_bias key outside the vocabulary"] = any(not 0 <= k < VOCAB for k in keys)
         problems["a logit_bias of NaN or +inf in float32"] = bool(bias.isnan().any() or (bias == math.inf).any())
+        # a temperature below 1 scales a larger one past float32: a NaN probability row
+        problems["a finite logit_bias beyond [-100, 100]"] = bool(
+            (bias.isfinite() & (bias.abs() > 100)).any())
+        problems["a -inf logit_bias on every token"] = len({k for k, b in zip(keys, bias.tolist())
+                                                            if b == -math.inf}) >= VOCAB
+    problems["a repetition_penalty below 0.01 (divides logits past float32)"] = not sp.repetition_penalty >= 0.01
     return [name for name, broken in problems.items() if broken]
 
 

@@ -46,7 +46,9 @@ def accepted(endpoint: str, payload: dict) -> None:
     ({"min_p": [0.1]}, "sampling_params.min_p", "must be a number in [0, 1]"),
     ({"frequency_penalty": "0.5"}, "sampling_params.frequency_penalty", "must be a number in [-2, 2]"),
     ({"presence_penalty": {}}, "sampling_params.presence_penalty", "must be a number in [-2, 2]"),
-    ({"repetition_penalty": "1"}, "sampling_params.repetition_penalty", "must be a number in (0, 2]"),
+    ({"repetition_penalty": "1"}, "sampling_params.repetition_penalty", "must be a number in [0.01, 2]"),
+    # a vanishing penalty divides a logit past float32
+    ({"repetition_penalty": 1e-30}, "sampling_params.repetition_penalty", "must be a number in [0.01, 2]"),
     ({"ignore_eos": 1}, "sampling_params.ignore_eos", "must be true or false"),
     ({"skip_special_tokens": "false"}, "sampling_params.skip_special_tokens", "must be true or false"),
     ({"spaces_between_special_tokens": 0}, "sampling_params.spaces_between_special_tokens", "must be true or false"),
@@ -92,10 +94,19 @@ def test_sampling_field_that_breaks_its_rule_is_a_400_naming_it(params, field, r
     rejected(GENERATE, generate(**params), field, rule)
 
 
-@pytest.mark.parametrize("bias", [math.nan, math.inf, 1e39, "5", None, True, [1.0]])
+@pytest.mark.parametrize("bias", [math.nan, math.inf, 1e39, 3.4e38, 100.5, -1e30, "5", None, True, [1.0]])
 def test_logit_bias_the_sampler_cannot_use_is_rejected(bias):
+    # 3.4e38 holds in float32, but a temperature of 0.7 scales it to +inf: a NaN row
     rejected(GENERATE, generate(temperature=0.7, logit_bias={"17": 1.0, "42": bias}),
-             "sampling_params.logit_bias['42'] must be a number that float32 holds, or -inf")
+             "sampling_params.logit_bias['42'] must be a number in [-100, 100], or -inf")
+
+
+def test_logit_bias_that_bans_every_token_is_rejected():
+    banned = {str(i): -math.inf for i in range(VOCAB)}
+    rejected(GENERATE, generate(logit_bias=banned),
+             "sampling_params.logit_bias must leave at least one token not banned with -inf")
+    del banned["5"]
+    accepted(GENERATE, generate(logit_bias=banned))
 
 
 @pytest.mark.parametrize("logit_bias", [[["17", 1.0]], "17:1.0"])
@@ -211,7 +222,7 @@ def test_a_streamed_request_that_breaks_a_rule_is_an_http_400_too(endpoint):
     (GENERATE, {"input_ids": [1, 2], "sampling_params": {"n": 1024, "max_new_tokens": 1}}),
     (COMPLETIONS, {"prompt": "hi", "max_tokens": 4, "n": 2, "seed": 2**63 - 1, "logprobs": 5, "stream": True}),
     (CHAT, {"messages": [{"role": "user", "content": "h\u00e9 \U0001f600"}], "max_tokens": 4, "top_k": 2**31 - 1,
-            "logprobs": True, "top_logprobs": 20, "stop": "x", "logit_bias": {"17": 3.4e38}}),
+            "logprobs": True, "top_logprobs": 20, "stop": "x", "logit_bias": {"17": 100}}),
 ])
 def test_requests_inside_every_rule_reach_the_scheduler(endpoint, payload):
     accepted(endpoint, payload)

@@ -259,6 +259,7 @@ def test_a_node_another_request_ends_at_is_not_joined(page):
     assert_all_returned(serving)
 
 
+@pytest.mark.kill_switch
 def test_off_keeps_the_prompt_window_locked_until_the_request_ends(monkeypatch):
     monkeypatch.setenv("SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX", "0")
     serving = Serving(1, WINDOW)

@@ -232,6 +232,7 @@ def test_the_chunk_cache_keeps_its_own_cap(tmp_path):
     assert type(create_memory_pool_configurator(kvc)) is SWAChunkCapPoolConfigurator
 
 
+@pytest.mark.kill_switch
 @pytest.mark.parametrize("switch", ["SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS", "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX"])
 def test_either_switch_off_splits_by_the_ratio(tmp_path, monkeypatch, caplog, switch):
     # without 0016's release a request keeps more than one window locked: the ratio's split stays

@@ -188,6 +188,7 @@ def test_without_the_switch_every_layer_sees_every_token():
     assert all(layer.seen == [(9, ForwardMode.EXTEND)] for layer in model.layers)
 
 
+@pytest.mark.kill_switch
 def test_model_reads_the_switch_and_the_shared_layer_count(monkeypatch):
     monkeypatch.setattr(gemma4_causal, "make_layers", lambda n, fn, prefix=None, **k: (nn.ModuleList(), 0, n))
     monkeypatch.setattr(gemma4_causal, "get_pp_group",

@@ -26,6 +26,7 @@ def cuda_streams(monkeypatch):
     monkeypatch.setenv("SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM", "1")
 
 
+@pytest.mark.kill_switch
 def test_side_stream_only_for_moe_models_on_one_gpu_when_switched_on(cuda_streams, monkeypatch):
     assert moe_side_stream(MOE) == "side stream"
     assert moe_side_stream(SimpleNamespace(enable_moe_block=False)) is None  # 31B, E2B, E4B

@@ -79,6 +79,7 @@ def test_one_crowded_expert_spans_several_blocks():
     assert_layout(topk_ids, 16, EXPERTS, sorted_ids, expert_ids, post_pad)
 
 
+@pytest.mark.kill_switch
 def test_only_small_batches_with_the_switch_on_take_the_one_launch(monkeypatch):
     calls = []
     monkeypatch.setattr(align_module, "sgl_moe_align_block_size", lambda *args: calls.append(args), raising=False)

@@ -71,6 +71,7 @@ def test_a_warm_server_freezes_its_collector(monkeypatch, server, keys, header):
     assert freezes == ["frozen"] and ready == ["ready"]
 
 
+@pytest.mark.kill_switch
 def test_the_kill_switch_sends_nothing(monkeypatch, server):
     posted, freezes, ready = server
     monkeypatch.setenv("SGLANG_OPT_FREEZE_GC_AFTER_WARMUP", "0")

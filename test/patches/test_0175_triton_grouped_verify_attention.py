@@ -252,6 +252,7 @@ def served_reference(step, window):
     return torch.stack(out)
 
 
+@pytest.mark.kill_switch
 @pytest.mark.parametrize("build", [graph_metadata, eager_metadata])
 @pytest.mark.parametrize("seq_lens", [(30, 7, "pad", "pad"), (0, 61, 24)])
 @pytest.mark.parametrize("window", [WINDOW, -1])
@@ -270,6 +271,7 @@ def test_backend_routes_verify_by_switch(monkeypatch, build, seq_lens, window):
     torch.testing.assert_close(real.float(), served_reference(step, window), rtol=TOLERANCE, atol=TOLERANCE)
 
 
+@pytest.mark.kill_switch
 def test_the_kill_switch_keeps_the_extend_kernel(monkeypatch):
     monkeypatch.setenv(SWITCH, "0")
     step = served((30, 7, "pad"), seed=5)

@@ -64,6 +64,7 @@ def test_up_to_16_tokens_of_a_16_bit_head_take_the_kernel(hopper):
     assert hopper == [1, 16]
 
 
+@pytest.mark.kill_switch
 def test_dtype_rule_and_generation_and_kill_switch(hopper, monkeypatch):
     x16, w16 = torch.zeros(4, 8, dtype=torch.bfloat16), torch.zeros(32, 8, dtype=torch.bfloat16)
     assert ftl.few_token_logits_applies(x16, w16)

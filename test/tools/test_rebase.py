@@ -175,9 +175,9 @@ def test_upstream_by_tests_asks_the_maintainer(checkout, up, tmp_path, decision)
     checkout.write_series(upstream_by_tests_series(checkout, up))
     assert checkout.tool("apply").returncode == 0
     wheels = newer_release(checkout, tmp_path / "release", {CLEAN: "# MARKER, upstream's own\n" + up[CLEAN]})
-    proc = rebase(checkout, "--wheel", *map(str, wheels))
+    proc = rebase(checkout, "--wheel", *map(str, wheels), "--check-upstream")  # it applies: checked on request
     assert proc.returncode == 1
-    assert "already upstream (tests): its tests pass without it (1 passed, 0 failed" in proc.stdout
+    assert "already upstream (tests): its tests pass without it (passed (1 passed, 0 failed" in proc.stdout
 
     proc = checkout.tool("rebase", "--continue", *(["--drop"] if decision == "drop" else []))
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -8,25 +8,45 @@ Writes DIR/bad_input.jsonl and DIR/bad_input.md.  Bounded: one request per case,
 
 import argparse
 import json
+import math
 import socket
 import time
 import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sglang_gemma4.gpu.presets import NO_GRAPHS
 from sglang_gemma4.gpu.server import Server, http_json
 
 
-def aborted_stream(url: str) -> tuple[int, str]:
+def aborted_stream(url: str, rid: str | None = None) -> tuple[int, str]:
     """Start a streamed generation and close the socket after the first bytes."""
     parts = urllib.parse.urlsplit(url)
     body = json.dumps({"text": "count slowly", "stream": True, "sampling_params": {"max_new_tokens": 2000,
-                                                                                   "ignore_eos": True}})
+                                                                                   "ignore_eos": True},
+                       **({"rid": rid} if rid else {})})
     with socket.create_connection((parts.hostname, parts.port), timeout=60) as s:
         s.sendall((f"POST /generate HTTP/1.1\r\nHost: {parts.hostname}\r\nContent-Type: application/json\r\n"
                    f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
         first = s.recv(200).decode(errors="replace")
     return int(first.split()[1]) if first.startswith("HTTP/") else 0, "closed after first bytes"
+
+
+def abort_leaves_prefixed_rids(url: str) -> tuple[int, str]:
+    """A request whose rid "0" prefixes another's is dropped by its client: the other one must still
+    finish (the scheduler matched abort rids by prefix). Its status, and how it finished."""
+    other = {"text": "count slowly", "rid": "0abc-prefix-victim",
+             "sampling_params": {"max_new_tokens": 1000, "ignore_eos": True}}
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        victim = pool.submit(http_json, "POST", f"{url}/generate", other, 120)
+        time.sleep(0.5)
+        aborted_stream(url, rid="0")
+        status, body = victim.result()
+    try:
+        reason = json.loads(body)["meta_info"]["finish_reason"]
+    except (ValueError, KeyError, TypeError):
+        return 0, body[:200]
+    return (status if reason.get("type") == "length" else 0), json.dumps(reason)
 
 
 def cases(vocab: int, context: int) -> list[tuple[str, str, object]]:
@@ -61,6 +81,22 @@ def cases(vocab: int, context: int) -> list[tuple[str, str, object]]:
         ("chat: logprobs with huge top_logprobs", chat, {"model": "default", "messages": msg, "logprobs": True,
                                                          "top_logprobs": 10**6}),
         ("completions: prompt of dicts", "/v1/completions", {"model": "default", "prompt": [{"a": 1}]}),
+        # sampling values that make a probability row NaN: refused, or that request aborted
+        ("float32-sized logit_bias at temperature 0.5", "/generate",
+         {"text": "hi", "sampling_params": {"temperature": 0.5, "logit_bias": {"17": 3.4e38}}}),
+        ("vanishing repetition_penalty", "/generate",
+         {"text": "hi", "sampling_params": {"temperature": 0.5, "repetition_penalty": 1e-30}}),
+        ("-inf on every token", "/generate",
+         {"text": "hi", "sampling_params": {"temperature": 0.7,
+                                            "logit_bias": {str(i): -math.inf for i in range(vocab)}}}),
+        ("-inf on every token but a stop token min_new_tokens bans", "/generate",
+         {"text": "hi", "sampling_params": {"temperature": 0.7, "min_new_tokens": 4, "stop_token_ids": [17],
+                                            "logit_bias": {str(i): -math.inf for i in range(vocab) if i != 17}}}),
+        # fields the server sets for itself, and its own rid namespace
+        ("internal positional_embed_overrides", "/generate", {"text": "hi", "positional_embed_overrides": [1]}),
+        ("internal http_worker_ipc", "/generate", {"text": "hi", "http_worker_ipc": "ipc:///tmp/x"}),
+        ("extra_key list on one prompt", "/generate", {"text": "hi", "extra_key": ["a", "b"]}),
+        ("rid in the health checks' namespace", "/generate", {"text": "hi", "rid": "HEALTH_CHECK_1"}),
     ]
 
 
@@ -72,6 +108,9 @@ def good_request(url: str) -> bool:
     except OSError:
         return False
     return status == 200
+
+
+PREFIX_ABORT = "a dropped rid '0' leaves rid '0abc...' running"
 
 
 def main() -> int:
@@ -101,11 +140,14 @@ def main() -> int:
 
 def run(args, out: Path) -> int:
     rows = []
-    all_cases = cases(args.vocab, args.context) + [("stream aborted by the client", "/generate", None)]
+    all_cases = cases(args.vocab, args.context) + [("stream aborted by the client", "/generate", None),
+                                                   (PREFIX_ABORT, "/generate", None)]
     for name, path, payload in all_cases:
         started = time.monotonic()
         try:
-            if payload is None:
+            if name == PREFIX_ABORT:
+                status, body = abort_leaves_prefixed_rids(args.url)
+            elif payload is None:
                 status, body = aborted_stream(args.url)
             else:
                 status, body = http_json("POST", f"{args.url}{path}", payload, timeout=60)

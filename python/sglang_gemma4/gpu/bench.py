@@ -50,7 +50,15 @@ WORKLOADS = {
     "summarization-80-at-64": (8000, 1000, 80, 64),
     "chat-at-32": (1000, 1000, 64, 32),
     "chat-at-64": (1000, 1000, 128, 64),
+    # the model's own window: one long prompt at a time, then four 60K prompts arriving together
+    "long-16k": (16384, 64, 2, 1),
+    "long-64k": (65536, 64, 2, 1),
+    "long-128k": (131072, 64, 1, 1),
+    "long-250k": (250000, 64, 1, 1),
+    "long-4x60k": (60000, 64, 4, 4),
 }
+# a server may refuse these for its pool (the answer is recorded, not measured)
+MAY_NOT_FIT = {name for name in WORKLOADS if name.startswith("long-")}
 # name: (text tokens, output len, prompts, max concurrency, images per prompt, image size): random
 # images through the server's multimodal processor (bench_serving's image dataset), which needs a
 # checkpoint made with --arch conditional (--model) and a server that serves images
@@ -143,11 +151,20 @@ def run_workload(server: Server, setup: str, name: str, tokenizer: str, out: Pat
                str(server.port), "--tokenizer", tokenizer, *dataset_args(name), "--output-file", str(raw)]
     if name in GAP_DETAIL_WORKLOADS:
         command.append("--output-details")
+    if name in MAY_NOT_FIT:
+        # bench_serving's warm-up sends the first prompt once: its KV would answer the measured one from the
+        # radix cache (and a long prompt's warm-up costs as much as the run)
+        command += ["--warmup-requests", "0"]
     log_before = len(server.log_path.read_text(errors="replace"))
     with open(out / f"{server.variant}-{setup}-{name}.client.log", "w") as log:
         subprocess.run(in_build("pristine", command), stdout=log, stderr=subprocess.STDOUT, check=True)
     log = server.log_path.read_text(errors="replace")
-    if "[http_server] Error" in log[log_before:]:
+    refusal = next((line for line in log[log_before:].splitlines() if "[http_server] Error" in line), None)
+    if refusal and name in MAY_NOT_FIT:
+        return {"setup": setup, "build": server.build, "variant": server.variant, "workload": name,
+                "command": shlex.join(command), "refused": refusal.split("[http_server] Error", 1)[1].strip(": "),
+                **pool_usage.pool_sizes(log)}
+    if refusal:
         # bench_serving counts a rejected request as a success with its requested output length.
         raise RuntimeError(f"{name}: the server rejected requests during the run (see {server.log_path}); "
                            "its numbers would count them as served")
@@ -186,6 +203,9 @@ def summarize(records: list[dict], setups: list[str]) -> str:
             if len(setups) == 2 and all(isinstance(v, (int, float)) and v for v in values):
                 ratio = f" {values[1] / values[0]:.3f} |"
             lines.append(f"| {workload} | {metric} | {cells} |{ratio}")
+        refused = [by_key.get((workload, b), {}).get("refused") for b in setups]
+        if any(refused):
+            lines.append(f"| {workload} | refused | " + " | ".join(r or "-" for r in refused) + " |")
     return "\n".join(lines)
 
 

@@ -15,19 +15,20 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Preset:
     mem_fraction_static: float  # weights + KV pool
-    context_length: int
     model_flags: tuple[str, ...] = ()  # sglang options that change how this variant's model runs
 
 
+# No --context-length: sglang serves the checkpoint's own window (max_position_embeddings: 262,144 for
+# 26B-A4B and 31B, 131,072 for E2B and E4B); `-- --context-length N` lowers it.
 PRESETS = {
-    "e2b": Preset(0.85, 32768),
-    "e4b": Preset(0.85, 32768),
+    "e2b": Preset(0.85),
+    "e4b": Preset(0.85),
     # sglang's own option: the experts' down GEMM adds each token's top-k outputs into the layer output
     # (bf16 atomics) instead of a separate sum kernel. One H100, same call: decode at 32 running x1.19,
     # batch 1 unchanged (benchmark_results/2026-11-23-h100-26b-a4b-gdd00e9604a-coldstart-dual-stream-fused-sum);
     # parity vs transformers kept (2026-11-23-h100-all-gf4025de4e2-parity-ab-fused-rope).
-    "26b-a4b": Preset(0.85, 32768, ("--enable-fused-moe-sum-all-reduce",)),
-    "31b": Preset(0.88, 32768),  # 62.5 GB of weights: leave the KV pool room on 80 GB
+    "26b-a4b": Preset(0.85, ("--enable-fused-moe-sum-all-reduce",)),
+    "31b": Preset(0.88),  # 62.5 GB of weights: leave the KV pool room on 80 GB
 }
 
 # Every variant, every build: the kernels and backends the offline bundle serves Gemma-4 with.
@@ -78,7 +79,7 @@ def server_args(variant: str, model: str, *, tp: int = 1, host: str = "127.0.0.1
     args = ["--load-format", "dummy"] if dummy_weights else []
     args += ["--model-path", model, "--tokenizer-path", model, "--host", host, "--port", str(port),
              "--tp-size", str(tp), *BACKENDS, "--mem-fraction-static", str(p.mem_fraction_static),
-             "--context-length", str(p.context_length), *DECODE_GRAPHS, *p.model_flags]
+             *DECODE_GRAPHS, *p.model_flags]
     if draft:
         args += [*MTP, "--speculative-draft-model-path", draft]
     if api_key:

@@ -416,6 +416,24 @@ def kv_capacity(choice, out):
     return steps + [harness("kv_capacity", *logs, "--gpu-txt", str(out / "gpu.txt"), report=kv / "memory.md")]
 
 
+# the long-context setups: the builds as the preset serves them at the model's own window, and the patched
+# build on sglang's unified hybrid pool (full-attention and SWA KV in one buffer)
+LONG_SETUPS = {"pristine": "", "patched": "", "unified": "--enable-unified-memory"}
+LONG_WORKLOADS = ("long-16k", "long-64k", "long-128k", "long-250k", "long-4x60k")
+
+
+def long_context(choice, out):
+    """26B-A4B at its whole window (the preset's context), decode graphs only: one prompt of 16K, 64K, 128K, 250K
+    tokens at a time and four of 60K at once, 64 output tokens each ($LONG_WORKLOADS); setups pristine, patched,
+    unified (the patched build on one KV buffer for both layer kinds); CHOICE picks them (default all three)"""
+    names = choice or list(LONG_SETUPS)
+    unknown = [n for n in names if n not in LONG_SETUPS]
+    if unknown:
+        raise SystemExit(f"run: long: unknown setup {', '.join(unknown)} (one of {', '.join(LONG_SETUPS)})")
+    setups = tuple(f"{n}={'pristine' if n == 'pristine' else 'patched'} {LONG_SETUPS[n]}".strip() for n in names)
+    return Comparison("long-{variant}", setups, LONG_WORKLOADS, "LONG_WORKLOADS", DECODE_ONLY).steps(out)
+
+
 def baseline(choice, out):
     """pristine sglang: chat, summarization 8000/1000 and batch-1 decode (graphs for the workloads' concurrency, 32)"""
     return Comparison("baseline-{variant}", ("pristine",), ("chat", "summarization", "batch1"), None).steps(out, choice)
@@ -427,7 +445,7 @@ EXPERIMENTS = {"mtp": mtp, "routing": routing, "kernels": kernels, "profile": pr
                "moe-tune": moe_tune, "coldstart": coldstart, "tiles": tiles, "decode-tiles": decode_tiles,
                "verify-attention": verify_attention,
                "opt-in-ab": opt_in_ab, "tiles-ab": tiles_ab, "mm-ab": mm_ab, "swa": swa, "kv-capacity": kv_capacity,
-               "baseline": baseline}
+               "long": long_context, "baseline": baseline}
 
 
 def expand(stage: str, out: Path) -> list[Step]:

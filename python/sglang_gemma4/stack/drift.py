@@ -20,7 +20,7 @@ from sglang_gemma4.stack.hunks import UPSTREAM_CONFLICT, check_hunks
 from sglang_gemma4.stack.layout import Layout
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.pin import Pin
-from sglang_gemma4.stack.rebase import tests_pass_without
+from sglang_gemma4.stack.rebase import tests_pass_without, upstream_by_tests
 from sglang_gemma4.stack.series import Series
 from sglang_gemma4.stack.stackversion import local_version
 from sglang_gemma4.stack.worktree import WorkTree, base_message, commit_directory, git_apply, unpack_wheel
@@ -79,14 +79,14 @@ def _check_patch(layout: Layout, git: Git, tip: str, patch: PatchFile, left_out:
             by_tests = tests_pass_without(layout, tree, patch, python)
         finally:
             git.run("worktree", "remove", "--force", str(tree))
-    row = PatchDrift(patch.name, "", len(checks), len(failing), by_text, by_tests, failing)
+    row = PatchDrift(patch.name, "", len(checks), len(failing), by_text, by_tests, failing)  # "could not tell: ..." kept
     result = git_apply(index, patch, "--cached")
     merged = result.ok or index.run("apply", "--cached", "--3way", str(patch.path.resolve()), check=False).returncode == 0
     new_tree = index.out("write-tree") if merged else ""
     if by_text or (merged and new_tree == git.out("rev-parse", f"{tip}^{{tree}}")):
         row.upstream_by_text = True
         row.verdict = UPSTREAM_TEXT
-    elif by_tests:
+    elif upstream_by_tests(by_tests):
         row.verdict = UPSTREAM_TESTS
     elif merged:
         row.verdict = (OFFSETS if result.offsets else APPLIES) if result.ok else MERGES
@@ -97,7 +97,7 @@ def _check_patch(layout: Layout, git: Git, tip: str, patch: PatchFile, left_out:
     return row, tip
 
 
-def render(new: Pin, series_version: str, rows: list[PatchDrift], tested: bool) -> str:
+def render(new: Pin, series_version: str, rows: list[PatchDrift], tested: bool, env_note: str = "") -> str:
     counts: dict[str, int] = {}
     for row in rows:
         counts[row.verdict] = counts.get(row.verdict, 0) + 1
@@ -110,7 +110,9 @@ def render(new: Pin, series_version: str, rows: list[PatchDrift], tested: bool) 
         "",
         f"- release: {new.requirement}, " + ", ".join(f"`{w.file}` sha256 `{w.sha256}`" for w in new.wheels),
         f"- series: `{series_version}`",
-        f"- already-upstream test check: {'each patch’s own tests, run without it' if tested else 'not run'}",
+        "- already-upstream test check: "
+        + ("each patch’s own tests but its kill_switch ones, run without it" if tested else "not run")
+        + (f" ({env_note})" if tested and env_note else ""),
         f"- summary: {summary}",
         "",
         "| # | patch | verdict | hunks | failing | upstream by text | upstream by tests |",
@@ -127,11 +129,11 @@ def render(new: Pin, series_version: str, rows: list[PatchDrift], tested: bool) 
 
 
 def write_report(layout: Layout, current: Pin, new: Pin, rows: list[PatchDrift], tested: bool,
-                 out: Path | None = None) -> Path:
+                 out: Path | None = None, env_note: str = "") -> Path:
     series_version = local_version(current, Series.load(layout.patches_dir).patches())
     out = out or report_dir(layout) / f"{new.name}-{new.version}.md"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(new, series_version, rows, tested))
+    out.write_text(render(new, series_version, rows, tested, env_note))
     out.with_suffix(".json").write_text(json.dumps({
         "release": new.version, "series_version": series_version, "tests_checked": tested,
         "wheels": {w.file: w.sha256 for w in new.wheels}, "patches": [asdict(r) for r in rows]}, indent=1) + "\n")

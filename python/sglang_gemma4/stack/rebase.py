@@ -2,15 +2,19 @@
 
     start     the new release becomes a base commit; branch rebase/X is checked out in work/sglang
               and the patches are applied onto it one commit each
+    test      after each patch goes in (clean, at offsets, by a 3-way merge, by hand) its own tests
+              run against the work tree (patchtests.py); a failure stops the rebase like a conflict
     stop      at a patch that does not apply (3-way conflict markers or .rej files left in the work
-              tree, every failing hunk named), or at a patch that looks already upstream (it
-              reverse-applies, or its own tests pass without it): the maintainer decides
-    continue  the resolved tree becomes that patch's commit (or --drop drops it); go on
+              tree, every failing hunk named; a resolution git rerere recorded before is reused),
+              at a patch that looks already upstream, or at a patch whose tests fail
+    continue  the resolved tree becomes that patch's commit, a fix is folded into it, a failure is
+              accepted with a reason, or the patch is dropped; go on.  After an interruption at any
+              point it resumes where the saved state says
     abort     the work tree returns to the old stack; nothing in the repository changed
-    finish    after the last patch: upstream.toml, patches/ and the README table in one step
+    finish    after the last patch: the repository's files in one step (rebase_finish.py)
 
-Nothing in the repository changes before the last patch is in.  The state of a rebase under way
-lives in the work tree's .git, beside the tools' record of the applied series.
+Nothing in the repository changes before the last patch is in.  The state lives in the work
+tree's .git, written atomically after every step; every step can be redone from the saved state.
 """
 
 import json
@@ -20,23 +24,25 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sglang_gemma4.stack import readme_table, result_text
+from packaging.version import Version
+
+from sglang_gemma4.stack import patchtests, rebase_text
 from sglang_gemma4.stack.errors import StackError
 from sglang_gemma4.stack.fetch import sha256_of
 from sglang_gemma4.stack.hunks import HunkCheck, check_hunks
 from sglang_gemma4.stack.layout import Layout
-from sglang_gemma4.stack.lint import listed_paths
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.pin import Pin, PinnedWheel
-from sglang_gemma4.stack.results import RESULTS_DIR
 from sglang_gemma4.stack.series import Series
-from sglang_gemma4.stack.verify import run_tests
-from sglang_gemma4.stack.worktree import BRANCH, AppliedPatch, State, WorkTree, base_message, commit_directory, git_apply, unpack_wheel
+from sglang_gemma4.stack.testenv import TestEnv
+from sglang_gemma4.stack.worktree import (BRANCH, AppliedPatch, State, WorkTree, base_message, commit_directory, git_apply,
+                                          unpack_wheel)
 
 REBASE_STATE = "sglang-gemma4-rebase.json"
 CONFLICT_MARKER = re.compile(r"^(<<<<<<< |>>>>>>> )", re.M)
 # verdicts of the final report
 CLEAN, OFFSET, MERGED, RESOLVED = "clean", "refreshed (offsets)", "refreshed (3-way merge)", "resolved by hand"
+REUSED = "resolved by a recorded resolution"
 FORCED = "kept though it looked upstream"
 UPSTREAM_TEXT, UPSTREAM_TESTS = "already upstream (text)", "already upstream (tests)"
 
@@ -49,18 +55,23 @@ class Taken:
     hunks: int
     failed_hunks: int = 0
     detail: str = ""
+    tests: str = ""  # patchtests verdict; "" while they have not run on this commit
+    tests_detail: str = ""
+    accepted: str = ""  # why the maintainer went on although its tests fail
 
 
 @dataclass
 class Dropped:
     name: str
     evidence: str
+    tests: list[str] = field(default_factory=list)  # its test files, removed at the finish
 
 
 @dataclass
 class Stop:
-    kind: str  # "conflict" or "upstream"
+    kind: str  # "conflict", "upstream" or "tests"
     detail: str
+    upstream: str = ""  # at a conflict: the already-upstream test check's outcome
 
 
 @dataclass
@@ -75,6 +86,11 @@ class RebaseState:
     taken: list[Taken] = field(default_factory=list)
     dropped: list[Dropped] = field(default_factory=list)
     stop: Stop | None = None
+    env_notes: list[str] = field(default_factory=list)  # how the tests' environment differs from the pins
+    env_pins: dict = field(default_factory=dict)  # the CPU environment's pins (test/requirements-cpu.txt)
+    check_upstream: bool = False  # run the tests-based upstream check before every patch
+    repo_head: str = ""  # the repository's commit when the rebase started (tagged series/<old>)
+    finishing: bool = False
 
     @property
     def new_pin(self) -> Pin:
@@ -92,6 +108,12 @@ class RebaseState:
     @property
     def old_state(self) -> State:
         return State(**{**self.old, "applied": [AppliedPatch(**a) for a in self.old["applied"]]})
+
+    def current(self) -> Taken | None:
+        """The patch at `position` when it is committed but its tests are not settled yet."""
+        if self.taken and self.position < len(self.patches) and self.taken[-1].name == self.patches[self.position]:
+            return self.taken[-1]
+        return None
 
     @classmethod
     def from_json(cls, text: str) -> "RebaseState":
@@ -118,14 +140,21 @@ def pin_from_wheels(name: str, wheel_paths: list[Path]) -> Pin:
 
 
 def tests_pass_without(layout: Layout, tree: Path, patch: PatchFile, python: str) -> str:
-    """Evidence that `patch` is upstream: its own tests pass on `tree`, which lacks it ("" if not)."""
-    tests = [p for p in listed_paths(patch.fields.get("Tests", "")) if p.startswith("test/")]
-    if not tests:
-        return ""
-    outcome = run_tests(layout.root, tree, tests, python)
-    if outcome.passed > 0 and outcome.failed == 0:
-        return f"its tests pass without it ({outcome})"
-    return ""
+    """Whether `patch` looks upstream by its tests, but for its switch's, run on `tree`, which lacks
+    it: "its tests pass without it (...)" is the evidence; anything else says why not."""
+    run = patchtests.run_patch_tests(layout.root, tree, patch, python, patchtests.UPSTREAM_MARKERS)
+    if run.verdict == patchtests.PASSED:
+        return f"its tests pass without it ({run.summary()})"
+    if run.verdict == patchtests.FAILED:
+        return f"no: its tests fail without it ({run.failed} failed)"
+    if run.verdict in (patchtests.NO_TESTS, patchtests.NO_CPU_TESTS):
+        but = " but its kill_switch/gpu ones" if run.verdict == patchtests.NO_CPU_TESTS else ""
+        return f"could not tell: {run.verdict}{but}"
+    return f"could not tell: {run.summary()}"
+
+
+def upstream_by_tests(evidence: str) -> bool:
+    return evidence.startswith("its tests pass")
 
 
 def refuse_during_rebase(layout: Layout, command: str) -> None:
@@ -133,6 +162,19 @@ def refuse_during_rebase(layout: Layout, command: str) -> None:
     if Rebase(layout).in_progress():
         raise StackError(f"a rebase is in progress in {layout.work_dir}: finish it with `make rebase-continue` "
                          f"or `make rebase-abort` before `{command}`")
+
+
+def check_start(layout: Layout, old: Pin, version: str, force: bool) -> None:
+    """Everything a start needs that can be checked before any download."""
+    if Rebase(layout).in_progress():
+        raise StackError(f"a rebase to {Rebase(layout).load().pin['version']} is in progress: "
+                         "`make rebase-continue` or `make rebase-abort` first")
+    if Version(version) == Version(old.version):
+        raise StackError(f"the series is already on {old.requirement}")
+    if Version(version) < Version(old.version) and not force:
+        raise StackError(f"{version} is older than the pinned {old.version}: moving back is refused "
+                         "(FORCE=1 / --force moves the series back all the same)")
+    WorkTree(layout.work_dir).require_synced(Series.load(layout.patches_dir).patches())
 
 
 class Rebase:
@@ -163,12 +205,10 @@ class Rebase:
 
     # -- start, continue, abort ---------------------------------------------------------------
 
-    def start(self, old: Pin, new: Pin, wheels: list[Path], python: str, run_tests: bool) -> bool:
-        if self.in_progress():
-            raise StackError(f"a rebase to {self.load().pin['version']} is in progress: "
-                             "`make rebase-continue` or `make rebase-abort` first")
-        if new.version == old.version:
-            raise StackError(f"the series is already on {old.requirement}")
+    def start(self, old: Pin, new: Pin, wheels: list[Path], env: TestEnv | None, check_upstream: bool = False,
+              force: bool = False, repo_head: str = "") -> bool:
+        """env None: no tests run (text checks only)."""
+        check_start(self.layout, old, new.version, force)
         patches = Series.load(self.layout.patches_dir).patches()
         old_state = self.work.require_synced(patches)
         self.layout.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -181,41 +221,58 @@ class Rebase:
             unpack_wheel(seed, Path(tmp))
             base = commit_directory(self.work.git, Path(tmp), base_message(new, new.wheel()))
         self.work.git.run("tag", "-f", f"upstream/{new.version}", base)
+        self.work.git.run("config", "rerere.enabled", "true")
         state = RebaseState(pin={"name": new.name, "version": new.version, "wheels": [asdict(w) for w in new.wheels]},
                             old=asdict(old_state), base=base, patches=[p.name for p in patches],
-                            python=python, run_tests=run_tests)
-        self.work.git.run("checkout", "-q", "-B", state.branch, base)
-        self.save(state)
+                            python=env.python if env else "", run_tests=env is not None,
+                            env_notes=env.notes if env else ["tests not run (TESTS=0)"],
+                            env_pins=env.pins if env else {}, check_upstream=check_upstream, repo_head=repo_head)
+        self.save(state)  # from here on `make rebase-continue` resumes, whatever happens next
         self.log(f"rebase: {old.requirement} -> {new.requirement}: {len(patches)} patches onto branch "
-                 f"{state.branch} in {self.work.path}")
+                 f"{state.branch} in {self.work.path}\nrebase: {rebase_text.env_line(state)}")
         return self._run(state)
 
-    def resume(self, drop: bool = False, why: str = "") -> bool:
+    def resume(self, drop: bool = False, why: str = "", accept_failing: bool = False) -> bool:
         state = self.load()
+        if state.finishing:
+            self.log("rebase: finishing the interrupted finish")
+            return self._finish(state)
         if state.stop is None:
-            raise StackError("the rebase is not stopped at a patch; run `make rebase-abort` to forget it")
+            if drop or accept_failing:
+                raise StackError("the rebase is not stopped at a patch: `make rebase-continue` alone resumes it")
+            self.log(f"rebase: resuming at {rebase_text.where(state)} (interrupted)")
+            return self._run(state)
         name = state.patches[state.position]
         patch = self.patch(name)
-        if drop:
-            self._reset(state.tip)
-            evidence = state.stop.detail if state.stop.kind == "upstream" else "dropped at a conflict"
-            state.dropped.append(Dropped(name, f"{evidence}; {why}" if why else evidence))
-            self.log(f"rebase: dropped {name}")
-        elif state.stop.kind == "upstream":
-            state.stop = None
+        kind = state.stop.kind
+        if accept_failing:
+            if kind != "tests":
+                raise StackError("ACCEPT_FAILING goes with a stop at failing tests")
+            if not why.strip():
+                raise StackError("say why the failure is acceptable: ACCEPT_FAILING=1 WHY=\"...\"")
+            state.taken[-1].accepted = why
+            self.log(f"rebase: going on with {name} although its tests fail: {why}")
+            self._advance(state)
+        elif drop:
+            self._drop(state, patch, why)
+        elif kind == "upstream":  # kept: the stop stays recorded until the forced apply is committed
+            self._clean_to(state.tip, patch)
             if not self._apply(state, patch, verdict_override=FORCED):
                 return False
+        elif kind == "tests":
+            self._take_fix(state, patch)
         else:
             self._take_resolution(state, patch)
-        state.stop = None
-        state.position += 1
-        self.save(state)
         return self._run(state)
 
     def abort(self) -> None:
         state = self.load()
+        if state.finishing:
+            raise StackError("the finish has begun writing the repository's files: `make rebase-continue` "
+                             "completes it (`make rebase-abort` would leave them half written)")
         old = state.old_state
-        self._reset(state.tip)
+        self.work.git.run("reset", "-q", "--hard", state.tip)
+        self.work.git.run("clean", "-q", "-fd")
         self.work.git.run("checkout", "-q", "-B", BRANCH, old.head)
         self.work.git.run("branch", "-D", state.branch, check=False)
         self.work.git.run("tag", "-d", f"upstream/{state.pin['version']}", check=False)
@@ -226,33 +283,66 @@ class Rebase:
     # -- the loop -------------------------------------------------------------------------------
 
     def _run(self, state: RebaseState) -> bool:
-        """Apply the patches from state.position on; True when finished, False at a stop."""
+        """Apply and test the patches from state.position on; True when finished, False at a stop."""
+        self._on_branch(state)
         total = len(state.patches)
         while state.position < total:
             name = state.patches[state.position]
             patch = self.patch(name)
-            self.log(f"rebase: [{state.position + 1}/{total}] {name}")
-            evidence = self._upstream_evidence(state, patch)
-            if evidence:
-                state.stop = Stop("upstream", evidence)
-                self.save(state)
-                self.log(self._upstream_message(state, name, evidence))
+            current = state.current()
+            if current is None:
+                self._clean_to(state.tip, patch)
+                self.log(f"rebase: [{state.position + 1}/{total}] {name}")
+                if not self._take(state, patch):
+                    return False
+                current = state.taken[-1]
+            else:
+                self._clean_to(current.commit, patch)
+            if not self._test(state, patch, current):
                 return False
-            if not self._apply(state, patch):
-                return False
-            state.position += 1
-            self.save(state)
-        self._finish(state)
-        return True
+            self._advance(state)
+        return self._finish(state)
 
-    def _upstream_evidence(self, state: RebaseState, patch: PatchFile) -> str:
+    def _advance(self, state: RebaseState) -> None:
+        state.stop = None
+        state.position += 1
+        self.save(state)
+
+    def _on_branch(self, state: RebaseState) -> None:
+        if self.work.git.out("rev-parse", "--abbrev-ref", "HEAD") != state.branch:
+            self.work.git.run("checkout", "-q", "-f", "-B", state.branch, state.tip)
+
+    def _clean_to(self, commit: str, patch: PatchFile) -> None:
+        """Back to a commit the tools made: their half-done apply undone (.rej files, files the
+        patch creates); anything else untracked is left alone."""
+        self.work.git.run("reset", "-q", "--hard", commit)
+        strays = [f for f in self._untracked() if f.endswith(".rej") or f in patch.files]
+        for path in strays:
+            (self.work.path / path).unlink(missing_ok=True)
+
+    def _take(self, state: RebaseState, patch: PatchFile) -> bool:
+        """The upstream checks, then the patch applied and committed (False: stopped)."""
+        evidence = self._upstream_text(state, patch)
+        if not evidence and state.check_upstream and state.run_tests:
+            tested = tests_pass_without(self.layout, self.work.path, patch, state.python)
+            self.log(f"rebase:   already upstream? {tested}")
+            evidence = f"{UPSTREAM_TESTS}: {tested} on {state.pin['version']}" if upstream_by_tests(tested) else ""
+        if evidence:
+            return self._stop(state, Stop("upstream", evidence),
+                              lambda s: rebase_text.upstream_message(s, patch.name, evidence))
+        return self._apply(state, patch)
+
+    def _upstream_text(self, state: RebaseState, patch: PatchFile) -> str:
         if git_apply(self.work.git, patch, "--cached", "--reverse", "--check").ok:
             return f"{UPSTREAM_TEXT}: the patch reverse-applies on {state.pin['version']}"
-        if state.run_tests:
-            evidence = tests_pass_without(self.layout, self.work.path, patch, state.python)
-            if evidence:
-                return f"{UPSTREAM_TESTS}: {evidence} on {state.pin['version']}"
         return ""
+
+    def _stop(self, state: RebaseState, stop: Stop, message) -> bool:
+        """Record the stop, then say it (`message(state)` reads the stop from the state)."""
+        state.stop = stop
+        self.save(state)
+        self.log(message(state))
+        return False
 
     def _apply(self, state: RebaseState, patch: PatchFile, verdict_override: str = "") -> bool:
         """Apply one patch onto the tip: exactly, then by a 3-way merge; stop on a conflict."""
@@ -262,22 +352,36 @@ class Rebase:
         if result.ok:
             verdict = OFFSET if result.offsets else CLEAN
             return self._commit(state, patch, verdict_override or verdict, checks, "; ".join(result.offsets))
+        upstream = ""
+        if state.run_tests and not verdict_override:  # the tree is the tip, without the patch
+            upstream = tests_pass_without(self.layout, self.work.path, patch, state.python)
         merge = self.work.git.run("apply", "--index", "--3way", str(patch.path.resolve()), check=False)
         if merge.returncode == 0:
             if self.work.git.out("write-tree") == self.work.git.out("rev-parse", f"{state.tip}^{{tree}}"):
                 if verdict_override:
                     raise StackError(f"{patch.name} changes nothing on {state.pin['version']}: there is nothing "
                                      "to keep; `make rebase-continue DROP=1` drops it")
-                state.stop = Stop("upstream", f"{UPSTREAM_TEXT}: a 3-way merge leaves nothing to change")
-                self.save(state)
-                self.log(self._upstream_message(state, patch.name, state.stop.detail))
-                return False
+                evidence = f"{UPSTREAM_TEXT}: a 3-way merge leaves nothing to change"
+                return self._stop(state, Stop("upstream", evidence),
+                              lambda s: rebase_text.upstream_message(s, patch.name, evidence))
             return self._commit(state, patch, verdict_override or MERGED, checks, "")
+        if self._reuse_resolutions():
+            return self._commit(state, patch, REUSED, checks, "git rerere replayed an earlier resolution")
         how = self._leave_conflict(patch)
-        state.stop = Stop("conflict", "\n".join(c.describe() for c in failed))
-        self.save(state)
-        self.log(self._conflict_message(state, patch, failed, how))
-        return False
+        stop = Stop("conflict", "\n".join(c.describe() for c in failed), upstream)
+        return self._stop(state, stop, lambda s: rebase_text.conflict_message(s, self.work.path, patch, failed, how))
+
+    def _reuse_resolutions(self) -> bool:
+        """git rerere's recorded resolutions, replayed; True when they resolve every file."""
+        unmerged = self._unmerged()
+        if not unmerged:
+            return False
+        self.work.git.run("rerere", check=False)
+        resolved = [f for f in unmerged if not CONFLICT_MARKER.search((self.work.path / f).read_text(errors="replace"))]
+        if resolved:
+            self.work.git.run("add", "--", *resolved)
+            self.log("rebase:   a recorded resolution resolved " + ", ".join(resolved))
+        return len(resolved) == len(unmerged)
 
     def _leave_conflict(self, patch: PatchFile) -> str:
         """What the work tree holds after a failed 3-way apply (it writes nothing when it cannot
@@ -293,20 +397,55 @@ class Rebase:
         return "nothing: none of its files could be patched (port the change by hand)"
 
     def _commit(self, state: RebaseState, patch: PatchFile, verdict: str, checks: list[HunkCheck],
-                detail: str) -> bool:
+                detail: str, parent: str | None = None) -> bool:
         tree = self.work.git.out("write-tree")
-        commit = self.work.git.commit_tree(tree, state.tip, patch.commit_message(), patch.fields.get("Author"))
+        commit = self.work.git.commit_tree(tree, parent or state.tip, patch.commit_message(), patch.fields.get("Author"))
         self.work.git.run("reset", "-q", "--hard", commit)
         failed = sum(not c.applies for c in checks)
         state.taken.append(Taken(patch.name, commit, verdict, len(checks), failed, detail))
+        state.stop = None
+        self.save(state)
         self.log(f"rebase:   {verdict}" + (f" ({detail})" if detail else ""))
         return True
 
+    def _test(self, state: RebaseState, patch: PatchFile, taken: Taken) -> bool:
+        """The patch's own tests on the work tree holding it; False (a stop) when they do not pass."""
+        if taken.tests and (taken.accepted or taken.tests not in (patchtests.FAILED, patchtests.COULD_NOT_RUN)):
+            return True
+        if not state.run_tests:
+            taken.tests, taken.tests_detail = patchtests.NOT_RUN, "TESTS=0"
+            return True
+        run = patchtests.run_patch_tests(self.layout.root, self.work.path, patch, state.python)
+        taken.tests, taken.tests_detail = run.verdict, run.summary()
+        self.log(f"rebase:   its tests: {run.summary()}")
+        if run.ok:
+            self.save(state)
+            return True
+        return self._stop(state, Stop("tests", run.summary()),
+                          lambda s: rebase_text.tests_message(s, self.work.path, patch, run))
+
+    # -- what a maintainer's continue takes ----------------------------------------------------
+
+    def _stage(self, patch: PatchFile) -> list[str]:
+        """Stage the work tree's changes: tracked files, and the untracked files the patch
+        creates; any other new file is refused (a note, an editor's backup)."""
+        untracked = [f for f in self._untracked() if not f.endswith(".rej")]
+        strays = [f for f in untracked if f not in patch.files]
+        if strays:
+            raise StackError("the work tree has new files the patch does not create:\n  " + "\n  ".join(strays)
+                             + f"\nDelete or move them, or `git -C {self.work.path} add FILE` to make one part of "
+                             "the patch, then `make rebase-continue` again")
+        self.work.git.run("add", "-u")
+        created = [f for f in untracked if f in patch.files]
+        if created:
+            self.work.git.run("add", "--", *created)
+        return created
+
     def _take_resolution(self, state: RebaseState, patch: PatchFile) -> None:
-        """Stage the work tree as it is (as `git add -A` would) and commit it, unless a conflict
-        marker or a .rej file is left."""
+        """Commit the resolved work tree as the patch, unless a conflict marker or .rej file is left."""
         problems = [f"{f}: rejected hunks left (port them, then delete the file)" for f in self._rejects()]
-        self.work.git.run("add", "-A", "--", ".", ":!*.rej")
+        self.work.git.run("rerere", check=False)  # remember this resolution for the next time
+        self._stage(patch)
         changed = self.work.git.out("diff", "--cached", "--name-only", state.tip).splitlines()
         for path in changed:
             file = self.work.path / path
@@ -316,8 +455,48 @@ class Rebase:
             raise StackError("the conflict is not resolved yet:\n  " + "\n  ".join(problems))
         if not changed:
             raise StackError(f"the resolved tree changes nothing: `make rebase-continue DROP=1` drops {patch.name}")
+        others = sorted(set(changed) - set(patch.files))
+        details = ([f"also changes {', '.join(others)}"] if others else []) + (
+            [f"already upstream? {state.stop.upstream}"] if state.stop.upstream else [])
         checks = check_hunks(self.work.git, state.tip, patch, self._left_out(state))
-        self._commit(state, patch, RESOLVED, checks, "")
+        self._commit(state, patch, RESOLVED, checks, "; ".join(details))
+
+    def _take_fix(self, state: RebaseState, patch: PatchFile) -> None:
+        """After failing tests: fold the work tree's edits into the patch's commit (none: the fix
+        was in the repository, e.g. its test), and test again."""
+        taken = state.taken[-1]
+        parent = self.work.git.out("rev-parse", f"{taken.commit}^")
+        self._stage(patch)
+        if self.work.git.out("diff", "--cached", "--name-only", taken.commit):
+            tree = self.work.git.out("write-tree")
+            taken.commit = self.work.git.commit_tree(tree, parent, patch.commit_message(), patch.fields.get("Author"))
+            self.work.git.run("reset", "-q", "--hard", taken.commit)
+            taken.verdict = f"{taken.verdict}, fixed by hand after its tests failed"
+            self.log(f"rebase: your edits are now part of {patch.name}")
+        taken.tests = taken.tests_detail = ""
+        state.stop = None
+        self.save(state)
+
+    def _drop(self, state: RebaseState, patch: PatchFile, why: str) -> None:
+        stop = state.stop
+        if stop.kind == "tests":
+            state.taken.pop()
+            evidence = f"its tests fail on {state.pin['version']} ({stop.detail})"
+        elif stop.kind == "upstream":
+            evidence = stop.detail
+        elif upstream_by_tests(stop.upstream):
+            evidence = f"{UPSTREAM_TESTS}: {stop.upstream} on {state.pin['version']}"
+        else:
+            evidence = "dropped at a conflict"
+        self.work.git.run("reset", "-q", "--hard", state.tip)
+        self.work.git.run("rerere", "clear", check=False)
+        for path in self._rejects():
+            (self.work.path / path).unlink()
+        state.dropped.append(Dropped(patch.name, f"{evidence}; {why}" if why else evidence, patchtests.test_files(patch)))
+        self.log(f"rebase: dropped {patch.name}")
+        self._advance(state)
+
+    # -- helpers --------------------------------------------------------------------------------
 
     def _left_out(self, state: RebaseState) -> list[PatchFile]:
         dropped = {d.name for d in state.dropped}
@@ -326,92 +505,17 @@ class Rebase:
     def _unmerged(self) -> list[str]:
         return sorted(set(self.work.git.out("diff", "--name-only", "--diff-filter=U").splitlines()))
 
+    def _untracked(self) -> list[str]:
+        return self.work.git.out("ls-files", "--others", "--exclude-standard").splitlines()
+
     def _rejects(self) -> list[str]:
-        untracked = self.work.git.out("ls-files", "--others", "--exclude-standard").splitlines()
-        return [f for f in untracked if f.endswith(".rej")]
+        return [f for f in self._untracked() if f.endswith(".rej")]
 
-    def _reset(self, commit: str) -> None:
-        self.work.git.run("reset", "-q", "--hard", commit)
-        self.work.git.run("clean", "-q", "-fd")
+    def _finish(self, state: RebaseState) -> bool:
+        from sglang_gemma4.stack.rebase_finish import finish
 
-    # -- messages -------------------------------------------------------------------------------
-
-    def _where(self, state: RebaseState) -> str:
-        return f"patch {state.position + 1}/{len(state.patches)}"
-
-    def _upstream_message(self, state: RebaseState, name: str, evidence: str) -> str:
-        return (f"\nrebase: stopped at {self._where(state)} {name}: it looks already upstream in "
-                f"sglang {state.pin['version']}\n  {evidence}\n"
-                f"Next:\n  make rebase-continue DROP=1   drop it (the series keeps a comment with this evidence;\n"
-                f"                                WHY=\"...\" adds yours, e.g. the upstream function)\n"
-                f"  make rebase-continue          keep it and apply it anyway\n"
-                f"  make rebase-abort             forget the rebase; the repository is unchanged")
-
-    def _conflict_message(self, state: RebaseState, patch: PatchFile, failed: list[HunkCheck], how: str) -> str:
-        hunks = "\n".join(f"  {c.describe()}" for c in failed) or "  (every hunk applies alone; together they do not)"
-        return (f"\nrebase: stopped at {self._where(state)} {patch.name}: it does not apply to sglang "
-                f"{state.pin['version']}\nFailing hunks ({len(failed)} of {len(patch.hunks)}):\n{hunks}\n"
-                f"The work tree ({self.work.path}, branch {state.branch}) holds {how}\n"
-                f"Next: edit the files until they hold the patch's change for {state.pin['version']}, then\n"
-                f"  make rebase-continue          take the result as the new {patch.name} and go on\n"
-                f"  make rebase-continue DROP=1 WHY=\"...\"   drop this patch instead (say why: upstream's fix)\n"
-                f"  make rebase-abort             forget the rebase; the repository is unchanged\n"
-                f"{self.report(state)}")
+        finish(self, state)
+        return True
 
     def report(self, state: RebaseState) -> str:
-        rows = ["| # | patch | verdict | hunks (failed) | detail |", "|---|---|---|---|---|"]
-        by_name = {t.name: t for t in state.taken} | {d.name: d for d in state.dropped}
-        for i, name in enumerate(state.patches[: state.position + 1], start=1):
-            entry = by_name.get(name)
-            if isinstance(entry, Taken):
-                rows.append(f"| {i} | {name} | {entry.verdict} | {entry.hunks} ({entry.failed_hunks}) | {entry.detail} |")
-            elif isinstance(entry, Dropped):
-                rows.append(f"| {i} | {name} | dropped | | {entry.evidence} |")
-            elif state.stop:
-                rows.append(f"| {i} | {name} | stopped: {state.stop.kind} | | |")
-        return "\n".join(rows)
-
-    # -- finish -------------------------------------------------------------------------------
-
-    def _finish(self, state: RebaseState) -> None:
-        """The last patch is in: write upstream.toml, patches/ and the README table together."""
-        new, git = state.new_pin, self.work.git
-        kept = []
-        for taken in state.taken:
-            patch = self.patch(taken.name)
-            text = patch.with_diff(git.diff(f"{taken.commit}^", taken.commit))
-            if text != patch.text:
-                patch.path.write_text(text)
-            kept.append(AppliedPatch(taken.name, PatchFile.read(patch.path).sha256, taken.commit))
-        evidence = {d.name: d.evidence for d in state.dropped}
-        lines = []
-        for line in self.layout.series_file.read_text().splitlines():
-            entry = line.split("#", 1)[0].strip()
-            if entry in evidence:
-                (self.layout.patches_dir / entry).unlink()
-                lines.append(f"# {entry}: dropped in the move to sglang {new.version}: {evidence[entry]}")
-            else:
-                lines.append(line)
-        self.layout.series_file.write_text("\n".join(lines) + "\n")
-        self.layout.pin_file.write_text(new.render())
-        readme = self.layout.root / "README.md"
-        if readme.is_file():
-            series = Series.load(self.layout.patches_dir)
-            readme_table.update_readme(readme, series)
-            if (self.layout.root / RESULTS_DIR).is_dir():  # the results table names the pin it compares with
-                result_text.regenerate(self.layout.root, new.version,
-                                       [self.layout.patches_dir / name for name in series.names])
-
-        old_version = state.old_state.version
-        git.run("branch", "-f", f"{BRANCH}-{old_version}", state.old_state.head)
-        git.run("checkout", "-q", "-B", BRANCH, state.tip)
-        git.run("branch", "-D", state.branch, check=False)
-        wheel = new.wheel()
-        self.work.save_state(State(version=new.version, wheel_file=wheel.file, wheel_sha256=wheel.sha256,
-                                   base=state.base, applied=kept))
-        self.log(f"\nrebase: done, {len(kept)} patches on {new.requirement}, {len(state.dropped)} dropped.\n"
-                 f"{self.report(state)}\n"
-                 f"Written: upstream.toml, patches/, README.md's generated tables. Review the move with\n"
-                 f"  git -C {self.work.path} range-diff upstream/{old_version}..{BRANCH}-{old_version} "
-                 f"upstream/{new.version}..{BRANCH}")
-        self.state_file.unlink()
+        return rebase_text.report(state)
