@@ -11,6 +11,11 @@
 #                e2b): $FUZZ_REQUESTS (default 600) over /generate, /v1/completions and
 #                /v1/chat/completions, streaming and not, seed $FUZZ_SEED (default random, recorded); PASS
 #                needs 2xx/4xx answers only, the server alive, its KV pool drained, a good request answered
+#   fuzz-routes  fuzzer v2 (gpu/fuzz.py --routes) against a patched server (default variant e2b) started
+#                with an admin key: $FUZZ_ROUTE_REQUESTS (default 1000) generated requests to every route
+#                of gpu/routes.py (raw HTTP abuse, disconnects, admin routes with and without the key),
+#                witnesses alongside, seed $FUZZ_SEED; PASS needs no 5xx, no death, the pool drained, a
+#                good request answered and no witness refused or aborted
 #   sampling-fuzz  sampling values that can make probabilities NaN/inf (gpu/sampling_fuzz.py), in
 #                rounds mixing them with good requests, against a patched server (default variant e2b):
 #                $SAMPLING_FUZZ_REQUESTS (default 400), seed $FUZZ_SEED; PASS needs no 5xx, every good
@@ -79,6 +84,8 @@ for arg in "$@"; do
     bad-input) harness bad_input --start "${choice[0]:-e2b}" --out "$OUT/bad-input" || status=1 ;;
     fuzz) harness fuzz --start "${choice[0]:-e2b}" --out "$OUT/fuzz" --requests "${FUZZ_REQUESTS:-600}" \
             ${FUZZ_SEED:+--seed "$FUZZ_SEED"} || status=1 ;;
+    fuzz-routes) harness fuzz --routes --start "${choice[0]:-e2b}" --out "$OUT/fuzz-routes" \
+                   --requests "${FUZZ_ROUTE_REQUESTS:-1000}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} || status=1 ;;
     sampling-fuzz) harness sampling_fuzz --start "${choice[0]:-e2b}" --out "$OUT/sampling-fuzz" \
                      --requests "${SAMPLING_FUZZ_REQUESTS:-400}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} || status=1 ;;
     gpu-tests) tree=$PREFIX-tree  # the layout the tests expect: TREE/python/sglang

@@ -17,7 +17,8 @@ from pydantic import TypeAdapter, ValidationError
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 
-VOCAB = 262144  # Gemma 4's, which the E2B config declares
+VOCAB = 262144
+ADMIN_KEY = "fuzz-admin-key"  # Gemma 4's, which the E2B config declares
 CHAT_TEMPLATE = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
                  "{% if add_generation_prompt %}model: {% endif %}")
 
@@ -56,7 +57,8 @@ class FrontEnd:
         from sglang.srt.parser.template_manager import TemplateManager
         from sglang.srt.server_args import PortArgs
 
-        args = server_args(model_dir)
+        # as a server started with an admin key: admin routes open to that key (test/patches/http_app.py)
+        args = server_args(model_dir, "--admin-api-key", ADMIN_KEY)
         manager = TokenizerManager(args, PortArgs.init_new(args))
         templates = TemplateManager()
         templates.initialize_templates(tokenizer_manager=manager, model_path=args.model_path)

@@ -16,14 +16,34 @@ DIR/fuzz.json. Bounded: --requests requests, --workers at a time, 60 s each, non
 The generator (`request`) also drives the CPU fuzz test of the validation layer. It leaves out values
 that are valid but slow to serve (n in the hundreds, top logprobs over the whole vocabulary, long
 generations): unit tests cover those boundaries.
+
+v2 (--routes): generated requests (`route_case`) to every route of the route table (gpu/routes.py):
+hostile fields of each route's body, /generate's batch forms and rid games, bodies that are not JSON
+objects, truncated and invalid JSON, wrong content types, junk forms, admin routes without the key,
+with a wrong one and with the key (then only bodies the route's model refuses: a valid one would act
+on the server), raw HTTP abuse on fresh connections and streamed requests cut off by the client.
+Witness requests with their own rids run alongside. PASS only if the server never dies, no answer is
+a 5xx, every request but raw abuse and cut-off ones is answered, the pool drains, a good request is
+answered and no witness is refused or aborted. With --start the server gets --admin-api-key
+fuzz-admin-key. Writes DIR/fuzz-routes.json. CPU: test/patches/test_0203_route_fuzz.py sends the same
+generator's requests through sglang's HTTP app in process.
+
+    python -m sglang_gemma4.gpu.fuzz --routes --start e2b --out DIR --requests 1000
 """
 
 import argparse
+import http.client
 import json
 import math
 import random
+import re
+import socket
+import threading
 import time
+import urllib.parse
+import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from sglang_gemma4.gpu import pool_usage
@@ -153,9 +173,256 @@ def request(rng: random.Random, vocab: int) -> tuple[str, dict]:
     return endpoint, payload
 
 
-def encode(payload: dict) -> bytes:
+# ---- v2: every route of the route table (gpu/routes.py) ----
+
+DEEP = 3000  # nesting deeper than Python's default recursion limit
+HOSTILE = [*WRONG_TYPES, *INTS, *FLOATS, *BAD_TEXT, *TEXTS, "\u202e\u0000\ufeff", "x" * 100000,
+           {"": None}, [None], [[[]]], -0.0]
+
+
+def _nested(depth: int, as_dict: bool):
+    """A value nested `depth` deep; beyond what json.dumps recurses, a marker that encode() expands."""
+    if depth > 500:
+        return f"\0deep:{depth}:{'d' if as_dict else 'l'}"
+    value: object = 1
+    for _ in range(depth):
+        value = {"a": value} if as_dict else [value]
+    return value
+
+
+def _deep_text(depth: int) -> str:
+    """JSON text of an object nested `depth` deep, as a string field carries it (tool-call arguments)."""
+    return '{"a":' * depth + "1" + "}" * depth
+
+
+def hostile(rng: random.Random):
+    """Any JSON value a field should not take: wrong types, extreme numbers, broken Unicode, deep
+    nesting, huge strings."""
+    roll = rng.random()
+    if roll < 0.05:
+        return _nested(rng.choice([64, 500, DEEP]), as_dict=rng.random() < 0.5)
+    return rng.choice(HOSTILE)
+
+
+def route_value(rng: random.Random, kind: str, vocab: int):
+    """A value for a field of a route-table kind: valid, on a boundary or hostile."""
+    roll = rng.random()
+    if roll < 0.25:
+        return hostile(rng)
+    if kind == "object":
+        return rng.choice([{}, {"type": "json_object"}, {"type": "json_schema", "schema": rng.choice(["x", [1], {}])},
+                           {"id": rng.choice(["s", 5, None]), "offset": rng.choice([0, -1, "x", 2**40])},
+                           {"bogus": 1}])
+    if kind == "objects":
+        return rng.choice([[], [{}], [{"role": "user", "content": "hi"}], [{"role": 5, "content": None}],
+                           [{"text": rng.choice(TEXTS + BAD_TEXT)}], ["x"], [[{}]],
+                           [{"type": "function", "function": {"name": "f", "parameters": _nested(rng.choice([5, 400]),
+                                                                                               True)}}],
+                           [{"role": "assistant", "content": "", "tool_calls": [
+                               {"id": "1", "type": "function", "function": {"name": "f", "arguments": _deep_text(
+                                   rng.choice([5, 300, 900]))}}]}]])
+    if kind == "rid":
+        return rng.choice(["", "r", "\ud800", "x" * 10000, ["a", "a"], ["a", "b", "c"], [1], 7, None])
+    if kind == "sampling":
+        return {name: value(rng, SAMPLING[name], vocab) for name in rng.sample(sorted(SAMPLING), rng.randint(1, 2))}
+    if kind == "ollama_options":
+        options = {"num_predict": CHEAP_MAX_TOKENS}
+        for name in rng.sample(["temperature", "top_p", "top_k", "num_predict", "stop", "seed", "presence_penalty",
+                                "frequency_penalty", "bogus"], rng.randint(1, 2)):
+            options[name] = value(rng, {"temperature": "float", "top_p": "float", "top_k": "top_k", "stop": "texts",
+                                        "seed": "seed", "num_predict": "count"}.get(name, "float"), vocab)
+        return options
+    return value(rng, kind, vocab)
+
+
+@dataclass
+class Case:
+    """One generated HTTP request: `body` is sent as it is (None: no body)."""
+    method: str
+    path: str
+    body: bytes | None
+    headers: dict
+    kind: str  # what it tries
+    route: tuple  # the (method, path) of the route table it aims at
+    stream: bool = False
+    keyed: bool = False  # carries the admin key
+
+
+JSON = {"content-type": "application/json"}
+BATCH_FIELDS = ["rid", "lora_path", "lora_id", "video_data", "audio_data", "image_data", "bootstrap_room",
+                "bootstrap_host", "bootstrap_port", "custom_logit_processor", "extra_key", "return_hidden_states",
+                "return_logprob", "top_logprobs_num", "logprob_start_len", "sampling_params"]
+
+
+def _batch_value(rng: random.Random, name: str, vocab: int):
+    return {"rid": lambda: f"b{rng.randrange(10**9)}", "sampling_params": lambda: {"max_new_tokens": 4},
+            "bootstrap_room": lambda: rng.choice([1, -1, 2**70]), "bootstrap_port": lambda: 1,
+            "return_logprob": lambda: rng.choice([True, False]), "top_logprobs_num": lambda: rng.choice([0, 2]),
+            "logprob_start_len": lambda: -1, "return_hidden_states": lambda: False,
+            }.get(name, lambda: rng.choice([None, "x", ""]))()
+
+
+def generate_batch(rng: random.Random, vocab: int) -> dict:
+    """/generate's batch forms: per-prompt lists that match the batch or not, text with input_ids of
+    another shape, a list where a single prompt takes none, duplicated rids."""
+    size = rng.choice([1, 2, 3])
+    single = rng.random() < 0.2
+    body: dict = {"text": "hi" if single else ["hi"] * size, "sampling_params": {"max_new_tokens": CHEAP_MAX_TOKENS}}
+    if rng.random() < 0.3:
+        body["input_ids"] = rng.choice([[5, 6], [[5]] * size, [[5]] * (size + 1), [[5]]])
+    for name in rng.sample(BATCH_FIELDS, rng.randint(1, 3)):
+        length = rng.choice([size, size, size - 1, size + 1, 0])
+        body[name] = [_batch_value(rng, name, vocab) for _ in range(length)]
+        if name == "rid" and rng.random() < 0.3:
+            body[name] = ["same"] * length
+    if rng.random() < 0.2:
+        body["sampling_params"] = {"n": 2, "max_new_tokens": CHEAP_MAX_TOKENS}
+    return body
+
+
+def _raw_abuse(rng: random.Random, body: dict) -> tuple[bytes, dict]:
+    """A body a JSON parser or the HTTP layer must refuse: truncated or invalid JSON, broken UTF-8,
+    literals JSON has not, a wrong content type."""
+    text = encode(body)
+    choice = rng.randrange(11)
+    if choice == 0:
+        return text[:rng.randrange(max(1, len(text)))], JSON
+    if choice == 1:
+        return rng.choice([b"", b"{", b"}", b"{'text': 'hi'}", b'{"text": "hi",}', b"nul", b"\xef\xbb\xbf{}",
+                           b'{"text": "hi"} trailing', b'{"a":1e999}', b'{"text": "hi", "text": 5}']), JSON
+    if choice == 2:
+        return b'{"text": "\xff\xfe", "prompt": "\xc3", "messages": "\xed\xa0\x80"}', JSON
+    if choice == 3:
+        return b"[" * 20000 + b"]" * 20000, JSON
+    if choice == 4:
+        return text, {"content-type": rng.choice(["text/plain", "application/x-www-form-urlencoded",
+                                                   "multipart/form-data; boundary=x", "application/json; charset=latin-1",
+                                                   "application/xml"])}
+    if choice == 5:
+        return text, {}
+    if choice == 6:
+        return text.replace(b"}", b', "z": NaN, "y": -Infinity}', 1), JSON
+    if choice == 7:
+        return b'{"text": "' + b"a" * 300_000 + b'"}', JSON
+    if choice == 8:
+        return text, {**JSON, "content-encoding": rng.choice(["gzip", "br", "deflate"])}
+    if choice == 9:
+        return text, {**JSON, "x-request-id": b"\xe9\xff" * 10, "accept": "*/*" * 300}
+    return json.dumps([body, body]).encode(), JSON
+
+
+def _form(rng: random.Random) -> tuple[bytes, dict]:
+    """A multipart form for an upload route: junk audio, fields of the wrong type, broken framing."""
+    boundary = "fuzzboundary"
+    fields = {"model": rng.choice(["default", "", "\xff"]), "temperature": rng.choice(["0", "nan", "-1", "x", "1e999"]),
+              "response_format": rng.choice(["json", "text", "verbose_json", "bogus"]),
+              "language": rng.choice(["en", "", "x" * 300]), "stream": rng.choice(["true", "false", "maybe"])}
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode(errors="replace")
+             for name, value in fields.items() if rng.random() < 0.6]
+    if rng.random() < 0.8:
+        audio = rng.choice([b"", b"RIFF\x00\x00\x00\x00WAVEfmt ", bytes(rng.randrange(256) for _ in range(64)),
+                            b"ID3" + b"\xff" * 100])
+        parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n'
+                     f"Content-Type: audio/wav\r\n\r\n".encode() + audio + b"\r\n")
+    body = b"".join(parts) + (f"--{boundary}--\r\n".encode() if rng.random() < 0.8 else b"")
+    return body, {"content-type": f"multipart/form-data; boundary={boundary}"}
+
+
+def _path(rng: random.Random, path: str) -> str:
+    """A templated path with a hostile parameter, sometimes a junk query string."""
+    for name in ("{model:path}", "{response_id}", "{method}"):
+        path = path.replace(name, rng.choice(["default", "none-such", "%00", "%ED%A0%80", "..%2F..%2Fetc%2Fpasswd",
+                                              "a" * 5000, "%F0%9F%98%80"]))
+    if rng.random() < 0.15:
+        path += rng.choice(["?timeout=-1", "?dp_rank=x&include=%ff", "?level=999999999999", "?rank=-5",
+                            "?format=" + "x" * 3000, "?a=1&a=2"])
+    return path
+
+
+def route_case(rng: random.Random, vocab: int, table=None, admin_key: str | None = None,
+               in_process: bool = False) -> Case:
+    """One generated request to a route of the table: hostile fields, batch forms, bodies that are
+    not objects, raw-protocol abuse, admin routes with and without the key, rid games. Admin routes
+    with the key get only bodies their model refuses (a valid one would act on the server), and on
+    a live server no request to an admin route without a body."""
+    from sglang_gemma4.gpu import routes as route_table
+
+    table = table or route_table.ROUTES
+    public = [r for r in table if r.cls == route_table.PUBLIC and not r.only_when and r.body != "websocket"]
+    with_body = [r for r in public if r.example is not None]
+    admin = [r for r in table if r.cls == route_table.ADMIN and not r.only_when]
+    roll = rng.random()
+    if roll < 0.12:  # the sampling, logprob and stop fields of the three generation routes
+        endpoint, payload = request(rng, vocab)
+        return Case("POST", endpoint, encode(payload), dict(JSON), "fields", ("POST", endpoint),
+                    stream=payload.get("stream") is True)
+    if roll < 0.50:  # the fields of any public route with a body
+        route = rng.choice(with_body)
+        body = json.loads(json.dumps(route.example))
+        for name in rng.sample(sorted(route.fields), min(len(route.fields), rng.randint(1, 3))):
+            body[name] = route_value(rng, route.fields[name], vocab)
+        if rng.random() < 0.1:
+            body[rng.choice(["bogus", "", "\ud800", "__class__", "x" * 300])] = hostile(rng)
+        if rng.random() < 0.1:
+            body.pop(rng.choice(sorted(body)), None)
+        stream = body.get("stream") is True
+        return Case(route.method, route.path, encode(body), dict(JSON), "fields", (route.method, route.path), stream)
+    if roll < 0.60:  # /generate's batch forms and rid games
+        method = rng.choice(["POST", "PUT"])
+        return Case(method, "/generate", encode(generate_batch(rng, vocab)), dict(JSON), "batch", (method, "/generate"))
+    if roll < 0.68:  # a body that is not an object
+        route = rng.choice(with_body)
+        body = rng.choice([[route.example], [], "hi", 5, None, True, 1e308, [[route.example]], hostile(rng)])
+        return Case(route.method, route.path, encode(body), dict(JSON), "non-object", (route.method, route.path))
+    if roll < 0.78:  # raw-protocol abuse
+        route = rng.choice(with_body)
+        body, headers = _raw_abuse(rng, route.example)
+        return Case(route.method, route.path, body, headers, "raw", (route.method, route.path))
+    if roll < 0.835:  # routes without a body; a method the route does not take
+        route = rng.choice([r for r in public if r.example is None and r.body is None])
+        method = route.method if rng.random() < 0.8 else rng.choice(["DELETE", "PATCH", "OPTIONS", "PUT"])
+        body = None if rng.random() < 0.7 else encode(hostile(rng))
+        return Case(method, _path(rng, route.path), body, dict(JSON), "no-body", (route.method, route.path))
+    if roll < 0.84:  # forms: a file upload of junk, fields of wrong types (slow to refuse: few)
+        route = rng.choice([r for r in public if r.body == "multipart"])
+        body, headers = _form(rng)
+        return Case(route.method, route.path, body, headers, "form", (route.method, route.path))
+    # admin routes: no key, a wrong key, or the key with a body the route's model refuses
+    route = rng.choice(admin)
+    # a live server started without an admin key may run its admin routes for anyone: only bodies
+    # their model refuses, and none to a route without a body (it would act)
+    open_admin = admin_key is None and not in_process
+    if open_admin and route.body is None:
+        route = rng.choice([r for r in admin if r.body is not None])
+    keyed = admin_key is not None and rng.random() < 0.4 and (route.body is not None or in_process)
+    headers = dict(JSON)
+    if keyed:
+        headers["authorization"] = f"Bearer {admin_key}"
+    elif rng.random() < 0.5:
+        headers["authorization"] = rng.choice(["Bearer wrong", "Bearer ", "Basic eDp5", "bearer" + " x" * 500,
+                                               f"Bearer {admin_key or 'k'}x"])
+    if (keyed or open_admin) and route.body is not None:
+        body = rng.choice([b"[1]", b'"x"', b"5", b"{", b"[" * 50000, encode([{}]), encode("x"), encode(7)])
+    else:
+        body = None if rng.random() < 0.3 else encode(rng.choice([{}, {"bogus": 1}, [1], {"rid": "x"}, hostile(rng)]))
+    return Case(route.method, _path(rng, route.path), body, headers, "admin-key" if keyed else "admin-no-key",
+                (route.method, route.path), keyed=keyed)
+
+
+_DEEP_MARKER = re.compile(r'"\\u0000deep:(\d+):([dl])"')
+
+
+def _expand_deep(match: re.Match) -> str:
+    depth = int(match.group(1))
+    return ('{"a":' * depth + "1" + "}" * depth) if match.group(2) == "d" else "[" * depth + "1" + "]" * depth
+
+
+def encode(payload) -> bytes:
     """As a client would send it: NaN and Infinity as JSON literals, lone surrogates as \\u escapes."""
-    return json.dumps(payload, allow_nan=True).encode()
+    text = json.dumps(payload, allow_nan=True)
+    if "deep:" in text:
+        text = _DEEP_MARKER.sub(_expand_deep, text)
+    return text.encode()
 
 
 def _events(body: str) -> list:
@@ -303,6 +570,202 @@ def run(url: str, log_path: Path, out: Path, count: int, seed: int, vocab: int, 
     return passed
 
 
+# ---- v2 against a live server: every route, raw HTTP abuse, disconnects, witnesses ----
+
+RAW_HTTP = [  # request heads (and bodies) an HTTP parser must refuse or survive
+    b"GARBAGE\r\n\r\n",
+    b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"text\": \"hi\"}",  # body cut short
+    b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+    b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n{}",
+    b"POST /generate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+    b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /health HTTP/1.1\r\nHost: x\r\nX: " + b"y" * 70000 + b"\r\n\r\n",
+    b"GET /health HTTP/9.9\r\nHost: x\r\n\r\n",
+    b"GET /health HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\n\xff\xfe\x00\x01\x02",
+    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",  # a TLS hello on the plain port
+]
+DISCONNECT = 0.3  # of streamed requests, this share is cut off after the first bytes
+RAW_SHARE = 0.02  # of cases, this share is raw HTTP abuse instead
+
+
+def _split(url: str) -> tuple[str, int]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.hostname, parts.port or 80
+
+
+def send_case(url: str, case: Case, timeout: float) -> tuple[int, str]:
+    """(status, body) of one generated request, its bytes and headers as they are (0: no answer)."""
+    host, port = _split(url)
+    connection = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        connection.putrequest(case.method, case.path, skip_accept_encoding=True)
+        for name, value in case.headers.items():
+            connection.putheader(name, value)
+        connection.putheader("Content-Length", str(len(case.body or b"")))
+        connection.endheaders(case.body)
+        response = connection.getresponse()
+        return response.status, response.read().decode(errors="replace")
+    except (OSError, http.client.HTTPException) as e:
+        return 0, f"{type(e).__name__}: {e}"
+    finally:
+        connection.close()
+
+
+def send_and_drop(url: str, case: Case, timeout: float = 60) -> tuple[int, str]:
+    """Send the request, read its first bytes and close the connection: a client that leaves."""
+    head = [f"{case.method} {case.path} HTTP/1.1", f"Host: {_split(url)[0]}",
+            f"Content-Length: {len(case.body or b'')}"]
+    head += [f"{name}: {value.decode('latin-1') if isinstance(value, bytes) else value}"
+             for name, value in case.headers.items()]
+    try:
+        with socket.create_connection(_split(url), timeout=timeout) as connection:
+            connection.sendall(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (case.body or b""))
+            first = connection.recv(200).decode(errors="replace")
+    except OSError as e:
+        return 0, f"{type(e).__name__}: {e}"
+    status = first.split()[1] if first.startswith("HTTP/") and len(first.split()) > 1 else "0"
+    return int(status) if status.isdigit() else 0, "closed after the first bytes"
+
+
+def send_raw(url: str, data: bytes, timeout: float = 30) -> tuple[int, str]:
+    """Raw bytes on a fresh connection: the status line answered, or 0 when the server closed it."""
+    try:
+        with socket.create_connection(_split(url), timeout=timeout) as connection:
+            connection.sendall(data)
+            connection.shutdown(socket.SHUT_WR)
+            first = connection.recv(200).decode(errors="replace")
+    except OSError as e:
+        return 0, f"{type(e).__name__}: {e}"
+    words = first.split()
+    return (int(words[1]) if first.startswith("HTTP/") and len(words) > 1 and words[1].isdigit() else 0), first[:200]
+
+
+def classify_case(case: Case, status: int, body: str, dropped: bool = False, raw: bool = False) -> str:
+    """As classify(), for any route: raw abuse and dropped requests may end without an answer."""
+    if (raw or dropped) and status == 0:
+        return "dropped"
+    if status >= 500:
+        return "server-error"
+    if dropped:
+        return "dropped"
+    if case.method == "POST" and case.path in ENDPOINTS and not raw:
+        return classify(case.path, case.stream, status, body)
+    if status == 0:
+        return "no-answer"
+    return "client-error" if status >= 400 else "ok"
+
+
+# The key a server the fuzzer starts is given: admin routes are sent with it, without it and with a wrong one
+ADMIN_KEY = "fuzz-admin-key"
+WITNESS = {"text": "witness", "sampling_params": {"max_new_tokens": 16, "temperature": 0}}
+
+
+class Witnesses:
+    """Good requests, each with its own rid, sent one after another while the fuzzer runs: none may be
+    refused or aborted (a request aborted by another client's request)."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.results: list[dict] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self):
+        while not self._stop.is_set():
+            rid = f"witness-{uuid.uuid4().hex}"
+            try:
+                status, body = http_json("POST", f"{self.url}/generate", {**WITNESS, "rid": rid}, timeout=120)
+            except OSError as e:
+                status, body = 0, f"{type(e).__name__}: {e}"
+            reason = None
+            if status == 200:
+                try:
+                    reason = (json.loads(body).get("meta_info") or {}).get("finish_reason")
+                except ValueError:
+                    pass
+            aborted = isinstance(reason, dict) and reason.get("type") == "abort"
+            self.results.append({"rid": rid, "status": status, "aborted": aborted,
+                                 "answer": body[:200] if status != 200 or aborted else ""})
+            self._stop.wait(0.5)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=150)
+
+    def failed(self) -> list[dict]:
+        return [r for r in self.results if r["status"] != 200 or r["aborted"]]
+
+
+def run_routes(url: str, log_path: Path, out: Path, count: int, seed: int, vocab: int, workers: int,
+               admin_key: str | None, alive=None, time_limit: float = 420) -> bool:
+    """Fuzzer v2 against a live server: `count` generated requests to every route of gpu/routes.py
+    (raw HTTP abuse and client disconnects among them) with witnesses running. PASS: no death, no
+    answer of 5xx, no unanswered request (except raw abuse and disconnects), the KV pool drained, a
+    good request served, no witness refused or aborted. Writes out/fuzz-routes.json."""
+    rng = random.Random(seed)
+    plan = []
+    for _ in range(count):
+        if rng.random() < RAW_SHARE:
+            plan.append(("raw", rng.choice(RAW_HTTP), None))
+            continue
+        case = route_case(rng, vocab, admin_key=admin_key)
+        plan.append(("drop" if case.stream and rng.random() < DISCONNECT else "send", None, case))
+    started = time.monotonic()
+
+    def one(item):
+        how, data, case = item
+        if time.monotonic() - started > time_limit:
+            return how, case, 0, "not sent: time limit reached", "not-sent"
+        if how == "raw":
+            status, body = send_raw(url, data)
+            return how, case, status, body, classify_case(Case("RAW", "", data, {}, "raw", ("RAW", "")), status,
+                                                          body, raw=True)
+        if how == "drop":
+            status, body = send_and_drop(url, case)
+            return how, case, status, body, classify_case(case, status, body, dropped=True)
+        status, body = send_case(url, case, timeout=60)
+        return how, case, status, body, classify_case(case, status, body, raw=case.kind == "raw")
+
+    with Witnesses(url) as witnesses, ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(one, plan))
+    counts: dict = {}
+    by_route: dict = {}
+    for how, case, _, _, outcome in results:
+        counts[outcome] = counts.get(outcome, 0) + 1
+        key = "raw HTTP" if how == "raw" else f"{case.route[0]} {case.route[1]}"
+        by_route.setdefault(key, {}).setdefault(outcome, 0)
+        by_route[key][outcome] += 1
+    time.sleep(5)  # let aborted requests leave the scheduler before the probe
+    server_alive = (alive or (lambda: serving(url)))()
+    good_answered, drained, lines = probe(url, log_path) if server_alive else (False, False, [])
+    bad = sum(n for outcome, n in counts.items() if outcome not in ("ok", "client-error", "dropped"))
+    witness_failures = witnesses.failed()
+    passed = (bad == 0 and server_alive and good_answered and drained and not witness_failures
+              and bool(witnesses.results))
+    failures = [{"route": "raw HTTP" if how == "raw" else f"{case.method} {case.path}"[:200],
+                 "kind": "raw" if how == "raw" else case.kind,
+                 "request": ((case.body or b"") if case else b"")[:300].decode(errors="replace"),
+                 "status": status, "answer": body[:300], "outcome": outcome}
+                for how, case, status, body, outcome in results if outcome not in ("ok", "client-error", "dropped")]
+    summary = {"seed": seed, "requests": count, "seconds": round(time.monotonic() - started, 1),
+               "outcomes": counts, "by_route": by_route, "routes_reached": len(by_route),
+               "server_deaths": 0 if server_alive else 1, "answers_5xx": counts.get("server-error", 0),
+               "witnesses": len(witnesses.results), "witnesses_refused_or_aborted": len(witness_failures),
+               "good_request_answered": good_answered, "pool_drained": drained, "probe_decode_lines": lines,
+               "failures": failures[:30], "witness_failures": witness_failures[:10],
+               "verdict": "PASS" if passed else "FAIL"}
+    (out / "fuzz-routes.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps({k: v for k, v in summary.items() if k not in ("failures", "probe_decode_lines", "by_route",
+                                                                    "witness_failures")}, indent=1))
+    return passed
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default="http://127.0.0.1:30000")
@@ -314,12 +777,20 @@ def main() -> int:
     parser.add_argument("--vocab", type=int, default=262144)
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--time-limit", type=float, default=300, help="seconds after which no request is sent")
+    parser.add_argument("--routes", action="store_true",
+                        help="v2: every route of gpu/routes.py, raw HTTP abuse, disconnects and witnesses "
+                             "(writes fuzz-routes.json)")
+    parser.add_argument("--admin-key", help="with --url: the server's --admin-api-key (with --start: one is made)")
     parser.add_argument("--dry-run", action="store_true", help="print the started server's command line instead")
     args = parser.parse_args()
     if not args.start and not args.log:
         parser.error("give --start VARIANT, or --log with the server's log for the pool check")
     out = Path(args.out)
-    server = Server(args.start, "patched", out / f"{args.start}-patched.log", extra=list(NO_GRAPHS)) if args.start else None
+    extra = list(NO_GRAPHS)
+    if args.routes and args.start:
+        args.admin_key = ADMIN_KEY
+        extra += ["--admin-api-key", ADMIN_KEY]
+    server = Server(args.start, "patched", out / f"{args.start}-patched.log", extra=extra) if args.start else None
     if args.dry_run:
         if server:
             print(server.describe())
@@ -327,13 +798,18 @@ def main() -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
     print(f"fuzz: seed {seed}")
     out.mkdir(parents=True, exist_ok=True)
+    if args.routes:
+        def fuzz_run(url, log_path, **kw):
+            return run_routes(url, log_path, out, args.requests, seed, args.vocab, args.workers, args.admin_key, **kw)
+    else:
+        def fuzz_run(url, log_path, **kw):
+            return run(url, log_path, out, args.requests, seed, args.vocab, args.workers, **kw)
     if server:
         with server:
-            passed = run(server.url, server.log_path, out, args.requests, seed, args.vocab, args.workers,
-                         alive=lambda: server.process.poll() is None, time_limit=args.time_limit)
+            passed = fuzz_run(server.url, server.log_path, alive=lambda: server.process.poll() is None,
+                              time_limit=args.time_limit)
     else:
-        passed = run(args.url, Path(args.log), out, args.requests, seed, args.vocab, args.workers,
-                     time_limit=args.time_limit)
+        passed = fuzz_run(args.url, Path(args.log), time_limit=args.time_limit)
     return 0 if passed else 1
 
 
