@@ -48,6 +48,7 @@ def serve(monkeypatch, **server_args) -> tuple[TestClient, StubTokenizerManager]
     manager = StubTokenizerManager(**server_args)
     monkeypatch.setattr(http_server, "_global_state",
                         SimpleNamespace(tokenizer_manager=manager, template_manager=None, scheduler_info={}))
+    http_server.app.middleware_stack = None  # built again on the next request, for these server args
     return TestClient(http_server.app, raise_server_exceptions=False), manager
 
 
