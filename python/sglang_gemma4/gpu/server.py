@@ -29,16 +29,18 @@ PORT_WAIT_S = 90  # for a server a cut-off run is still stopping (Server.stop wa
 
 
 def http_json(method: str, url: str, payload: dict | bytes | None = None, timeout: float = 120,
-              headers: dict | None = None) -> tuple[int, str]:
-    """(status, body). Bytes go as they are (e.g. non-standard JSON such as NaN), anything else as JSON."""
+              headers: dict | None = None, with_headers: bool = False) -> tuple:
+    """(status, body), with the answer's headers third if `with_headers`. Bytes go as they are (e.g.
+    non-standard JSON such as NaN), anything else as JSON."""
     data = payload if isinstance(payload, bytes) else None if payload is None else json.dumps(payload).encode()
     request = urllib.request.Request(url, data=data, method=method,
                                      headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.read().decode(errors="replace")
+            answer = response.status, response.read().decode(errors="replace"), dict(response.headers)
     except urllib.error.HTTPError as e:
-        return e.code, e.read().decode(errors="replace")
+        answer = e.code, e.read().decode(errors="replace"), dict(e.headers)
+    return answer if with_headers else answer[:2]
 
 
 def admin_key() -> str:
