@@ -3,9 +3,11 @@
 # holds every flag; python -m sglang_gemma4.gpu.launch does the work):
 #
 #   scripts/launch_gemma4.sh VARIANT [--model DIR] [--mtp] [--draft DIR] [--tp N] [--host H] [--port P]
-#                            [--api-key K] [--no-prebuild] [--dry-run] [-- extra launch_server flags]
+#                            [--api-key K] [--admin-api-key K] [--no-prebuild] [--dry-run]
+#                            [-- extra launch_server flags]
 #
-# --help describes each option. The Python environment decides which build serves: source
+# --help describes each option. Before the server starts it prints who the server lets in (admin
+# routes, API key, CORS, the realtime websocket, client chat templates). The Python environment decides which build serves: source
 # $PREFIX/env-patched.sh or env-pristine.sh (scripts/gpu/setup.sh) first, or have the patched wheel
 # installed.
 set -euo pipefail

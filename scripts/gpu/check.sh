@@ -7,6 +7,9 @@
 #   smoke        the four variants, full size, dummy weights, CUDA graphs (patched build):
 #                server up, /generate, /v1/chat/completions, KV pool sizes
 #   bad-input    malformed and hostile requests against a server (default variant e2b)
+#   access       who a patched server lets in (docs/access.md): admin routes, keys, CORS, the
+#                websocket, client chat templates, redaction; one server without keys, one with
+#                both (default variant e2b)
 #   fuzz         generated hostile requests (gpu/fuzz.py) against a patched server (default variant
 #                e2b): $FUZZ_REQUESTS (default 600) over /generate, /v1/completions and
 #                /v1/chat/completions, streaming and not, seed $FUZZ_SEED (default random, recorded); PASS
@@ -82,6 +85,7 @@ for arg in "$@"; do
            harness smoke --out "$OUT/smoke" --build patched --variants "${choice[@]:-${defaults[@]}}" \
              -- "${small_graphs[@]}" || status=1 ;;
     bad-input) harness bad_input --start "${choice[0]:-e2b}" --out "$OUT/bad-input" || status=1 ;;
+    access) harness access_check --variant "${choice[0]:-e2b}" --out "$OUT/access" || status=1 ;;
     fuzz) harness fuzz --start "${choice[0]:-e2b}" --out "$OUT/fuzz" --requests "${FUZZ_REQUESTS:-600}" \
             ${FUZZ_SEED:+--seed "$FUZZ_SEED"} || status=1 ;;
     fuzz-routes) harness fuzz --routes --start "${choice[0]:-e2b}" --out "$OUT/fuzz-routes" \

@@ -21,8 +21,8 @@ from patched_tree import TREE
 
 REPO = Path(__file__).resolve().parents[2]
 CHECK = REPO / "scripts" / "gpu" / "check.sh"
-GATES = ["smoke", "bad-input", "fuzz", "fuzz-routes", "sampling-fuzz", "gpu-tests", "serve", "parity", "repro",
-         "ab"]
+GATES = ["smoke", "bad-input", "access", "fuzz", "fuzz-routes", "sampling-fuzz", "gpu-tests", "serve", "parity",
+         "repro", "ab"]
 # knobs an experiment needs, and choices that reach every named setup
 KNOBS = {"OPT_IN": "SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0 --enable-fused-moe-sum-all-reduce",
          "PROFILE_ENV": "SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0", "TRACE_SETUPS": "a=patched; b=pristine",

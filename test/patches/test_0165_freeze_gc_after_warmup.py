@@ -3,7 +3,8 @@ everything alive into the collector's permanent generation (the scheduler, detok
 processes), so that later full collections do not walk the start-up heap:
 
 - on by default, the request reaches the real endpoint, which freezes through the tokenizer manager;
-  with the admin key when one is set, else the API key, else none;
+  with the admin key when one is set, else the API key, else none (with 0210, which closes admin
+  routes to all but the admin key, the server's own per-process key instead of those two);
 - SGLANG_OPT_FREEZE_GC_AFTER_WARMUP=0: no request;
 - a refused or failed request is a warning: the server still reports ready (its launch callback runs)."""
 
@@ -26,13 +27,23 @@ def server_args(api_key=None, admin_api_key=None):
                            url=lambda: URL, ssl_verify=lambda: True)
 
 
+def own_key_or(header: dict) -> dict:
+    """The header of the server's request to its own admin route: with admin routes closed to all
+    but the admin key (0210), a server without one sends its per-process key."""
+    key = getattr(http_server, "_own_admin_key", None)
+    return {"Authorization": f"Bearer {key}"} if key else header
+
+
 @pytest.fixture
-def server(monkeypatch):
+def server(monkeypatch, request):
     """The HTTP app with a tokenizer manager that records each freeze; requests.post goes to the app.
     Returns (posted requests as (url, headers), freezes, ready callbacks)."""
     posted, freezes, ready = [], [], []
+    args = server_args(**getattr(request, "param", {}))
 
     class TokenizerManager:
+        server_args = args  # what the app checks a request's key against
+
         async def freeze_gc(self):
             freezes.append("frozen")
 
@@ -50,7 +61,7 @@ def server(monkeypatch):
         return response
 
     monkeypatch.setattr(http_server.requests, "post", post)
-    return posted, freezes, ready
+    return posted, freezes, ready, args
 
 
 def warm_up(args, ready):
@@ -58,29 +69,29 @@ def warm_up(args, ready):
                                  execute_warmup_func=lambda _: True)
 
 
-@pytest.mark.parametrize("keys, header", [
-    ({}, {}),
-    ({"api_key": "k"}, {"Authorization": "Bearer k"}),
+@pytest.mark.parametrize("server, header", [
+    ({}, own_key_or({})),
+    ({"api_key": "k"}, own_key_or({"Authorization": "Bearer k"})),
     ({"api_key": "k", "admin_api_key": "admin"}, {"Authorization": "Bearer admin"}),
-])
-def test_a_warm_server_freezes_its_collector(monkeypatch, server, keys, header):
-    posted, freezes, ready = server
+], indirect=["server"])
+def test_a_warm_server_freezes_its_collector(monkeypatch, server, header):
+    posted, freezes, ready, args = server
     monkeypatch.delenv("SGLANG_OPT_FREEZE_GC_AFTER_WARMUP", raising=False)
-    warm_up(server_args(**keys), ready)
+    warm_up(args, ready)
     assert posted == [(URL + "/freeze_gc", header)]
     assert freezes == ["frozen"] and ready == ["ready"]
 
 
 @pytest.mark.kill_switch
 def test_the_kill_switch_sends_nothing(monkeypatch, server):
-    posted, freezes, ready = server
+    posted, freezes, ready, args = server
     monkeypatch.setenv("SGLANG_OPT_FREEZE_GC_AFTER_WARMUP", "0")
-    warm_up(server_args(), ready)
+    warm_up(args, ready)
     assert posted == [] and freezes == [] and ready == ["ready"]
 
 
 def test_a_failed_freeze_is_a_warning_and_the_server_stays_ready(monkeypatch, server, caplog):
-    _, freezes, ready = server
+    _, freezes, ready, args = server
     monkeypatch.delenv("SGLANG_OPT_FREEZE_GC_AFTER_WARMUP", raising=False)
 
     def refused(url, **kwargs):
@@ -88,7 +99,7 @@ def test_a_failed_freeze_is_a_warning_and_the_server_stays_ready(monkeypatch, se
 
     monkeypatch.setattr(http_server.requests, "post", refused)
     with caplog.at_level(logging.WARNING):
-        warm_up(server_args(), ready)
+        warm_up(args, ready)
     assert freezes == [] and ready == ["ready"]
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "freez" in r.getMessage().lower()]
     assert len(warnings) == 1 and "connection refused" in warnings[0].getMessage()

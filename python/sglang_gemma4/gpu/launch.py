@@ -1,11 +1,13 @@
 """Serve a Gemma-4 variant with this stack's preset (presets.py); scripts/launch_gemma4.sh runs this.
 
     python -m sglang_gemma4.gpu.launch VARIANT [--model DIR] [--mtp] [--draft DIR] [--tp N]
-        [--host H] [--port P] [--api-key K] [--no-prebuild] [--dry-run] [-- extra launch_server flags]
+        [--host H] [--port P] [--api-key K] [--admin-api-key K] [--no-prebuild] [--dry-run]
+        [-- extra launch_server flags]
 
 The Python environment decides which build serves: source $PREFIX/env-patched.sh or env-pristine.sh
 (scripts/gpu/setup.sh) first, or have the patched wheel installed.  Extra flags after -- come last,
-so they override the preset.
+so they override the preset.  Before the server starts, the launcher prints who it lets in (access.py):
+API and admin routes, CORS, the realtime websocket, client chat templates.
 """
 
 import argparse
@@ -15,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sglang_gemma4.gpu import access
 from sglang_gemma4.gpu.presets import PRESETS, server_args
 
 REPO = Path(__file__).resolve().parents[3]
@@ -34,6 +37,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: not exposed unless asked)")
     p.add_argument("--port", type=int, default=30000)
     p.add_argument("--api-key", help="passed through to launch_server")
+    p.add_argument("--admin-api-key", help="passed through to launch_server: opens the admin routes (weight "
+                   "updates, profiling, cache flushes, ...) to this key; without it they answer 403")
     p.add_argument("--no-prebuild", action="store_true",
                    help="skip building sglang's and FlashInfer's CUDA modules side by side before the server starts "
                         "(python -m sglang_gemma4.gpu.prebuild); a server then compiles the ones missing from its "
@@ -73,7 +78,8 @@ def commands(args: argparse.Namespace) -> tuple[list[str] | None, list[str]]:
         raise SystemExit("launch_gemma4: --mtp with --model needs --draft DIR (a Gemma4AssistantForCausalLM checkpoint)")
     server = [sys.executable, "-m", "sglang.launch_server",
               *server_args(args.variant, model, tp=args.tp, host=args.host, port=args.port, dummy_weights=dummy,
-                           draft=draft if args.mtp else None, api_key=args.api_key), *args.extra]
+                           draft=draft if args.mtp else None, api_key=args.api_key,
+                           admin_api_key=args.admin_api_key), *args.extra]
     prebuild = not args.no_prebuild and os.environ.get("SGLANG_GEMMA4_PREBUILD", "1") != "0"
     return ([sys.executable, "-m", "sglang_gemma4.gpu.prebuild", "--model", model, "--tp", str(args.tp)]
             if prebuild else None), server
@@ -88,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"launch_gemma4: {os.environ.get('SGLANG_GEMMA4_BUILD', 'installed')} sglang, {args.variant}, "
           f"tp {args.tp}, {args.host}:{args.port}", flush=True)
+    for line in access.summary(server[3:], dict(os.environ), access.installed_sglang()):
+        print(f"launch_gemma4: {line}", flush=True)
     # Before, not beside, the server: the build processes are gone when it sizes its memory pools.
     if prebuild and subprocess.run(prebuild).returncode != 0:
         print("launch_gemma4: prebuild incomplete; the server builds what is missing itself", file=sys.stderr,

@@ -73,7 +73,8 @@ def model_flags(variant: str) -> list[str]:
 
 
 def server_args(variant: str, model: str, *, tp: int = 1, host: str = "127.0.0.1", port: int = 30000,
-                dummy_weights: bool = False, draft: str | None = None, api_key: str | None = None) -> list[str]:
+                dummy_weights: bool = False, draft: str | None = None, api_key: str | None = None,
+                admin_api_key: str | None = None) -> list[str]:
     """sglang.launch_server's arguments for `variant` served from `model` (a draft turns MTP on)."""
     p = preset(variant)
     args = ["--load-format", "dummy"] if dummy_weights else []
@@ -84,6 +85,8 @@ def server_args(variant: str, model: str, *, tp: int = 1, host: str = "127.0.0.1
         args += [*MTP, "--speculative-draft-model-path", draft]
     if api_key:
         args += ["--api-key", api_key]
+    if admin_api_key:
+        args += ["--admin-api-key", admin_api_key]
     return args
 
 

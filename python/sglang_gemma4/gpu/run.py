@@ -27,7 +27,7 @@ from sglang_gemma4.gpu.server import REPO, describe, in_build
 
 # The harness modules that start servers (or bench_one_batch) and print their command lines on --dry-run.
 DRY_RUNS = {f"sglang_gemma4.gpu.{m}" for m in ("smoke", "bench", "parity", "step_trace", "profile", "memory",
-                                                "bad_input", "repro", "mtp_greedy", "spec_step")}
+                                                "bad_input", "repro", "mtp_greedy", "spec_step", "access_check")}
 
 
 @dataclass(frozen=True)

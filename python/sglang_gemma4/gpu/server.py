@@ -4,6 +4,7 @@ and stopped with its whole process group, its log kept."""
 import json
 import os
 import re
+import secrets
 import shlex
 import signal
 import socket
@@ -27,15 +28,23 @@ LAUNCH = REPO / "scripts" / "launch_gemma4.sh"
 PORT_WAIT_S = 90  # for a server a cut-off run is still stopping (Server.stop waits up to 60 s)
 
 
-def http_json(method: str, url: str, payload: dict | bytes | None = None, timeout: float = 120) -> tuple[int, str]:
-    """(status, body). Bytes go as they are (e.g. non-standard JSON such as NaN), anything else as JSON."""
+def http_json(method: str, url: str, payload: dict | bytes | None = None, timeout: float = 120,
+              headers: dict | None = None, with_headers: bool = False) -> tuple:
+    """(status, body), with the answer's headers third if `with_headers`. Bytes go as they are (e.g.
+    non-standard JSON such as NaN), anything else as JSON."""
     data = payload if isinstance(payload, bytes) else None if payload is None else json.dumps(payload).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.read().decode(errors="replace")
+            answer = response.status, response.read().decode(errors="replace"), dict(response.headers)
     except urllib.error.HTTPError as e:
-        return e.code, e.read().decode(errors="replace")
+        answer = e.code, e.read().decode(errors="replace"), dict(e.headers)
+    return answer if with_headers else answer[:2]
+
+
+def admin_key() -> str:
+    return secrets.token_hex(24)  # hex: never starts with "-", which argparse would take for a flag
 
 
 def build_env_script(build: str) -> str:
@@ -117,6 +126,9 @@ class Server:
     port: int = 30000
     extra: list[str] = field(default_factory=list)
     env: dict = field(default_factory=dict)
+    # --admin-api-key, for a run that calls admin routes (/start_profile): the patched build closes
+    # them without one; a fresh key per server (admin_key() makes one)
+    admin_key: str | None = None
     process: subprocess.Popen | None = None
     ready_s: float | None = None
 
@@ -127,7 +139,14 @@ class Server:
     def launch_args(self) -> list[str]:
         """The launch preset's arguments for this server; extra flags last, so that they win."""
         return [self.variant, "--port", str(self.port), *(["--model", self.model] if self.model else []),
-                *(["--mtp"] if self.mtp else []), *(["--draft", self.draft] if self.draft else []), "--", *self.extra]
+                *(["--mtp"] if self.mtp else []), *(["--draft", self.draft] if self.draft else []),
+                *(["--admin-api-key", self.admin_key] if self.admin_key else []), "--", *self.extra]
+
+    def admin_json(self, method: str, path: str, payload: dict | None = None, timeout: float = 120) -> tuple[int, str]:
+        """http_json to one of the server's admin routes, with its admin key."""
+        if not self.admin_key:
+            raise RuntimeError(f"{self.variant}/{self.build}: {path} is an admin route; start the server with admin_key")
+        return http_json(method, self.url + path, payload, timeout, headers={"Authorization": f"Bearer {self.admin_key}"})
 
     def describe(self) -> str:
         """The server's command line as the launch preset expands it, with its build and environment

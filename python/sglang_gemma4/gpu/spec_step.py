@@ -46,7 +46,7 @@ from sglang_gemma4.gpu.pool_usage import parse, summary
 from sglang_gemma4.gpu.presets import (MTP_DRAFT_TOKENS, MTP_STEPS, SIMULATED_ACCEPT_LEN, full_acceptance_problem,
                                        simulated_acceptance)
 from sglang_gemma4.gpu.profile import HBM_BYTES_PER_S, active_bytes, weight_bytes
-from sglang_gemma4.gpu.server import REPO, Server, http_json, patched_env
+from sglang_gemma4.gpu.server import REPO, Server, admin_key, http_json, patched_env
 from sglang_gemma4.gpu.step_trace import busy_between, graph_replays, request_for, union_us, written_trace
 from sglang_gemma4.gpu.variants import VARIANTS, assistant_text_config, text_config
 
@@ -253,7 +253,7 @@ def trace_batch(server: Server, batch: int, steps: int, out: Path, name: str,
         wait_for(streams, TRACE_AFTER, timeout=300)
         context = prompt_len + min(s.tokens for s in streams)
         trace_dir = out / f"{name}-trace"
-        status, body = http_json("POST", server.url + "/start_profile", {
+        status, body = server.admin_json("POST", "/start_profile", {
             "output_dir": str(trace_dir), "num_steps": steps, "activities": ["GPU"], "record_shapes": False})
         if status != 200:
             raise RuntimeError(f"{name}: /start_profile answered {status}: {body[:300]}")
@@ -305,7 +305,8 @@ def main() -> int:
     label = args.label or args.build
     stem = f"{args.variant}-{label}-spec-step"
     server = Server(args.variant, args.build, out / f"{stem}.server.log", mtp=True, extra=args.flags,
-                    env={**simulated_acceptance(args.variant, accept), **patched_env(args.env)})
+                    env={**simulated_acceptance(args.variant, accept), **patched_env(args.env)},
+                    admin_key=admin_key())
     if args.dry_run:
         print(server.describe())
         return 0

@@ -31,7 +31,7 @@ import urllib.request
 from pathlib import Path
 
 from sglang_gemma4.gpu.bench import Setup, add_setup_arguments, chosen_setups
-from sglang_gemma4.gpu.server import Server, http_json
+from sglang_gemma4.gpu.server import Server, admin_key
 
 PROMPT_LEN, OUTPUT_LEN, TRACE_AFTER = 128, 2000, 256
 GPU_EVENTS = ("kernel", "gpu_memset", "gpu_memcpy")
@@ -161,7 +161,7 @@ def written_trace(trace_dir: Path, timeout: float) -> Path | None:
 
 def server_for(variant: str, setup: Setup, flags: list[str], out: Path) -> Server:
     return Server(variant, setup.build, out / f"{variant}-{setup.name}.server.log", extra=[*flags, *setup.flags],
-                  env=setup.env)
+                  env=setup.env, admin_key=admin_key())
 
 
 def request_for(stream: int, prompt_len: int, output_len: int = OUTPUT_LEN) -> dict:
@@ -183,7 +183,7 @@ def trace_one(variant: str, setup: Setup, steps: int, flags: list[str], out: Pat
         deadline = time.monotonic() + 300
         if not all(event.wait(max(0.0, deadline - time.monotonic())) for event in decoded):
             raise RuntimeError(f"{name}: the {streams} requests did not decode {TRACE_AFTER} tokens in 300 s")
-        status, body = http_json("POST", server.url + "/start_profile", {
+        status, body = server.admin_json("POST", "/start_profile", {
             "output_dir": str(trace_dir), "num_steps": steps, "activities": ["GPU"], "record_shapes": False})
         if status != 200:
             raise RuntimeError(f"{name}: /start_profile answered {status}: {body[:300]}")
