@@ -3,7 +3,8 @@
 # holds every flag; python -m sglang_gemma4.gpu.launch does the work):
 #
 #   scripts/launch_gemma4.sh VARIANT [--model DIR] [--mtp] [--draft DIR] [--tp N] [--host H] [--port P]
-#                            [--api-key K] [--no-prebuild] [--dry-run] [-- extra launch_server flags]
+#                            [--api-key K] [--no-structured-output] [--no-parsers] [--no-prebuild] [--dry-run]
+#                            [-- extra launch_server flags]
 #
 # --help describes each option. The Python environment decides which build serves: source
 # $PREFIX/env-patched.sh or env-pristine.sh (scripts/gpu/setup.sh) first, or have the patched wheel
