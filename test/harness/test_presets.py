@@ -56,6 +56,22 @@ def test_structured_output_and_the_parsers_are_on_by_default_and_each_can_be_tur
     assert "--tool-call-parser" not in serve and serve[serve.index("--grammar-backend", serve.index("xgrammar")) + 1] == "none"
 
 
+def test_json_under_a_schema_has_no_whitespace_a_model_could_repeat():
+    import json
+
+    import xgrammar
+    from xgrammar.testing import _is_grammar_accept_string
+
+    parsed = parse_server_args(presets.server_args("26b-a4b", "/ckpt"))
+    assert parsed.constrained_json_disable_any_whitespace
+    # what sglang's xgrammar backend compiles with that flag: one layout, no runs of whitespace
+    schema = json.dumps({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}})
+    grammar = xgrammar.Grammar.from_json_schema(schema, any_whitespace=not parsed.constrained_json_disable_any_whitespace)
+    assert _is_grammar_accept_string(grammar, json.dumps({"a": [1, 2]}))
+    assert not _is_grammar_accept_string(grammar, '{"a":  [1, 2]}')
+    assert not _is_grammar_accept_string(grammar, '{\n\n\n"a": [1, 2]}')
+
+
 def test_the_bundle_carries_the_presets_grammar_backend():
     from sglang_gemma4.stack.bundle import NOT_LOADED
 

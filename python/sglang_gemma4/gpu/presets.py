@@ -37,6 +37,9 @@ BACKENDS = (
     # structured output (response_format json_schema/json_object, regex, EBNF, forced tool calls):
     # xgrammar, which sglang imports whatever the backend and the offline bundle carries
     "--grammar-backend", "xgrammar",
+    # JSON under a schema in one layout ({"a": 1, "b": [2]}): a grammar that allows any whitespace
+    # between tokens lets greedy decoding repeat spaces or newlines until max_tokens
+    "--constrained-json-disable-any-whitespace",
 )
 # Gemma-4's own tool-call and reasoning formats, parsed into tool_calls and reasoning_content
 PARSERS = ("--tool-call-parser", "gemma4", "--reasoning-parser", "gemma4")

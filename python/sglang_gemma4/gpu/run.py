@@ -27,7 +27,7 @@ from sglang_gemma4.gpu.server import REPO, describe, in_build
 
 # The harness modules that start servers (or bench_one_batch) and print their command lines on --dry-run.
 DRY_RUNS = {f"sglang_gemma4.gpu.{m}" for m in ("smoke", "bench", "parity", "step_trace", "profile", "memory",
-                                                "bad_input", "repro", "mtp_greedy", "spec_step")}
+                                                "bad_input", "repro", "mtp_greedy", "spec_step", "openai_suite")}
 
 
 @dataclass(frozen=True)
@@ -236,6 +236,14 @@ def mtp_greedy(choice, out):
                     *(choice or list(presets.SIMULATED_ACCEPT_LEN)), *(["--env", *env] if env else []))]
 
 
+def openai_suite(choice, out):
+    """the official openai client against the preset's server (structured output, gemma4 parsers), dummy weights:
+    chat, streaming, n > 1, logprobs, a forced tool call, JSON schema, regex, EBNF, stop, max_tokens, usage,
+    refusals; MTP off, then on at the variant's simulated acceptance, whose greedy constrained answers must equal
+    MTP off's (CHOICE, default 26b-a4b; a variant without a draft runs MTP off only)"""
+    return [harness("openai_suite", "--start", v, "--out", str(out / f"openai-suite-{v}")) for v in choice or ["26b-a4b"]]
+
+
 def spec_step(choice, out):
     """one frozen-KV MTP step by part (draft loop, verify, the gaps between) at batch 1, 4, 16, 32 and the variant's
     simulated acceptance, pristine then patched ($SPEC_BUILDS), per variant (CHOICE, default 26b-a4b,31b); decode
@@ -423,7 +431,7 @@ def baseline(choice, out):
 
 EXPERIMENTS = {"mtp": mtp, "routing": routing, "kernels": kernels, "profile": profile, "step-trace": step_trace,
                "memory": memory, "tp2-parity": tp2_parity, "tp2-ab": tp2_ab, "mtp-fill": mtp_fill, "mtp-ab": mtp_ab,
-               "mtp-greedy": mtp_greedy, "spec-step": spec_step, "yoco": yoco,
+               "mtp-greedy": mtp_greedy, "spec-step": spec_step, "openai-suite": openai_suite, "yoco": yoco,
                "moe-tune": moe_tune, "coldstart": coldstart, "tiles": tiles, "decode-tiles": decode_tiles,
                "verify-attention": verify_attention,
                "opt-in-ab": opt_in_ab, "tiles-ab": tiles_ab, "mm-ab": mm_ab, "swa": swa, "kv-capacity": kv_capacity,
