@@ -243,9 +243,13 @@ def test_gemma4_reasoning_is_separated_when_thinking_is_asked_for(client):
     assert (streamed["reasoning"], streamed["content"]) == ("The capital of France is Paris.", ANSWER)
 
 
-def test_the_gpu_stage_serves_mtp_off_then_on_at_simulated_acceptance(tmp_path, capsys):
-    assert openai_suite.main(["--start", "26b-a4b", "--out", str(tmp_path), "--dry-run"]) == 0
+def test_the_gpu_stage_serves_a_real_draft_without_then_with_mtp(tmp_path, capsys):
+    """mtp_greedy's random-weight target and agreeing draft: real acceptance, never the simulated one (which
+    emits a fixed token, not the verified ones)."""
+    assert openai_suite.main(["--start", "26b-a4b", "--out", str(tmp_path), "--checkpoints", "ck", "--dry-run"]) == 0
     off, on = capsys.readouterr().out.strip().splitlines()
     assert "--speculative-algorithm" not in off and "--grammar-backend xgrammar" in off
     assert "--tool-call-parser gemma4" in off and "--speculative-algorithm NEXTN" in on
-    assert "SGLANG_SIMULATE_ACC_LEN=2.8" in on
+    assert "--load-format dummy" not in on and "SGLANG_SIMULATE_ACC_LEN" not in on
+    model = str((Path("ck") / "26b-a4b").resolve())
+    assert f"--model-path {model} " in on and f"--speculative-draft-model-path {model}-assistant " in on

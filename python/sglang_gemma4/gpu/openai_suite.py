@@ -11,10 +11,13 @@ are bounded (enums, booleans, short arrays), so that a model with dummy or rando
 finishes each answer. test/harness/test_openai_suite.py runs the same checks in CI against sglang's
 HTTP app in process, with the scheduler replaced by a stub.
 
---start serves VARIANT (the launch preset, dummy weights) without MTP, runs every check, then with
-MTP at the variant's simulated acceptance and runs them again: the greedy constrained answers (JSON
-schema, forced tool call, regex, EBNF) must be the same with MTP on as with it off. Writes
-DIR/openai-suite.json and DIR/openai-suite.md; exits non-zero unless every check passed.
+--start serves VARIANT (26b-a4b or 31b) as mtp_greedy.py builds it: a reduced random-weight target
+and an assistant draft that agrees with it on part of the tokens, so that MTP accepts some drafts and
+rejects others for real. (sglang's simulated acceptance, which the benchmarks use on dummy weights,
+emits a fixed token id instead of the verified ones: no output of it can be compared.) It runs every
+check without MTP, then with it: the greedy constrained answers (JSON schema, forced tool call, regex,
+EBNF) must be the same both times. Writes DIR/openai-suite.json and DIR/openai-suite.md, with the
+accept length the MTP server logged; exits non-zero unless every check passed on both.
 """
 
 import argparse
@@ -23,6 +26,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from sglang_gemma4.gpu.presets import MTP_DRAFT_TOKENS as MTP_TOKENS
+from sglang_gemma4.gpu.presets import SIMULATED_ACCEPT_LEN
 
 WEATHER_PARAMETERS = {
     "type": "object",
@@ -145,11 +151,12 @@ def logprobs(client, model, run):
 
 
 def forced_tool_call(client, model, run):
-    request = dict(model=model, messages=WEATHER, tools=TOOLS, max_tokens=128, **GREEDY,
+    # one call (parallel_tool_calls off bounds the array the grammar allows), whatever the weights choose
+    request = dict(model=model, messages=WEATHER, tools=TOOLS, max_tokens=128, parallel_tool_calls=False, **GREEDY,
                    tool_choice={"type": "function", "function": {"name": "get_weather"}})
     r = client.chat.completions.create(**request)
     calls = r.choices[0].message.tool_calls
-    assert calls and calls[0].function.name == "get_weather", r.choices[0]
+    assert calls and len(calls) == 1 and calls[0].function.name == "get_weather", r.choices[0]
     arguments = json.loads(calls[0].function.arguments)
     follows(arguments, WEATHER_PARAMETERS)
     assert calls[0].id and calls[0].type == "function", calls[0]
@@ -268,21 +275,21 @@ def report(runs: dict[str, Run], diffs: list[str] | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def start_and_run(variant: str, out: Path, dry_run: bool) -> int:
-    from sglang_gemma4.gpu import presets
-    from sglang_gemma4.gpu.server import Server
+def start_and_run(variant: str, out: Path, checkpoints: Path, seed: int, dry_run: bool) -> int:
+    """mtp_greedy's reduced random-weight target and its agreeing draft (real, partial acceptance), served
+    without MTP and then with it; every check on each, then the greedy constrained answers compared."""
+    from sglang_gemma4.gpu import mtp_greedy
 
-    out.mkdir(parents=True, exist_ok=True)
-    flags = [*presets.SMALL_GRAPHS]
-    servers = {"mtp-off": Server(variant, "patched", out / f"{variant}-mtp-off.log", extra=flags)}
-    if variant in presets.SIMULATED_ACCEPT_LEN:
-        servers["mtp-on"] = Server(variant, "patched", out / f"{variant}-mtp-on.log", mtp=True, extra=flags,
-                                   env=presets.simulated_acceptance(variant))
+    target, draft = (checkpoints / variant).resolve(), (checkpoints / f"{variant}-assistant").resolve()
+    servers = dict(zip(("mtp-off", "mtp-on"), mtp_greedy.servers(variant, target, draft, out)))
     if dry_run:
         for server in servers.values():
             print(server.describe())
         return 0
-    runs = {}
+    out.mkdir(parents=True, exist_ok=True)
+    if not (target / "config.json").is_file() or not (draft / "config.json").is_file():
+        mtp_greedy.build(variant, checkpoints, seed)
+    runs, accept_len = {}, None
     for name, server in servers.items():
         with server:
             started = time.monotonic()
@@ -291,12 +298,14 @@ def start_and_run(variant: str, out: Path, dry_run: bool) -> int:
                   f"{len(runs[name].outcomes)} checks passed in {time.monotonic() - started:.0f} s", flush=True)
             if died := server.death():
                 runs[name].outcomes["server alive"] = died
-    diffs = differences(runs["mtp-off"], runs["mtp-on"]) if "mtp-on" in runs else None
-    table = report(runs, diffs)
+        if name == "mtp-on":
+            accept_len = mtp_greedy.served_stats(server.log_path.read_text(errors="replace"))["accept_len"]
+    diffs = differences(runs["mtp-off"], runs["mtp-on"])
+    table = report(runs, diffs) + f"\nMTP on: the server logged accept length {accept_len} of {MTP_TOKENS}.\n"
     (out / "openai-suite.md").write_text(f"# openai client suite: {variant}\n\n{table}")
     (out / "openai-suite.json").write_text(json.dumps(
         {"variant": variant, "runs": {n: {"outcomes": r.outcomes, "answers": r.answers} for n, r in runs.items()},
-         "mtp_differences": diffs}, indent=1))
+         "mtp_differences": diffs, "mtp_accept_len": accept_len}, indent=1))
     print(table, flush=True)
     return 0 if all(r.passed for r in runs.values()) and not diffs else 1
 
@@ -305,13 +314,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="a running server, e.g. http://127.0.0.1:30000")
-    where.add_argument("--start", metavar="VARIANT", help="serve VARIANT (MTP off, then on where it has a draft)")
+    where.add_argument("--start", metavar="VARIANT", choices=list(SIMULATED_ACCEPT_LEN),
+                       help="serve VARIANT's random-weight target without MTP, then with its draft")
     p.add_argument("--api-key")
     p.add_argument("--out", type=Path)
+    p.add_argument("--checkpoints", type=Path, default=Path("checkpoints/openai-suite"),
+                   help="with --start: where the target and draft are (made there when missing)")
+    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dry-run", action="store_true", help="with --start: print the servers' command lines")
     args = p.parse_args(argv)
     if args.start:
-        return start_and_run(args.start, args.out or Path("openai-suite"), args.dry_run)
+        return start_and_run(args.start, args.out or Path("openai-suite"), args.checkpoints, args.seed, args.dry_run)
     run = run_checks(client_for(args.url, args.api_key))
     table = report({args.url: run}, None)
     if args.out:

@@ -237,10 +237,10 @@ def mtp_greedy(choice, out):
 
 
 def openai_suite(choice, out):
-    """the official openai client against the preset's server (structured output, gemma4 parsers), dummy weights:
-    chat, streaming, n > 1, logprobs, a forced tool call, JSON schema, regex, EBNF, stop, max_tokens, usage,
-    refusals; MTP off, then on at the variant's simulated acceptance, whose greedy constrained answers must equal
-    MTP off's (CHOICE, default 26b-a4b; a variant without a draft runs MTP off only)"""
+    """the official openai client against the preset's server (structured output, gemma4 parsers): chat,
+    streaming, n > 1, logprobs, a forced tool call, JSON schema, regex, EBNF, stop, max_tokens, usage, refusals;
+    mtp-greedy's reduced random-weight target served without MTP, then with its agreeing draft (real, partial
+    acceptance), whose greedy constrained answers must equal MTP off's (CHOICE, default 26b-a4b; or 31b)"""
     return [harness("openai_suite", "--start", v, "--out", str(out / f"openai-suite-{v}")) for v in choice or ["26b-a4b"]]
 
 
