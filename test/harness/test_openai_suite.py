@@ -80,7 +80,7 @@ class StubEngine:
                 grammar = build(sp[key])
                 return next(c for c in CANDIDATES if _is_grammar_accept_string(grammar, c))
         if "weather" in prompt:
-            return f"Let me look.{NATIVE_CALL}"
+            return f"Let me look.{NATIVE_CALL}" + (NATIVE_CALL.replace("Paris", "Oslo") if "Oslo" in prompt else "")
         if "Think" in prompt:
             return THOUGHT + ANSWER
         return ANSWER
@@ -231,6 +231,20 @@ def test_gemma4_tool_calls_stream_to_the_client_in_multi_token_steps(client):
     (streamed,), _ = openai_suite.stream_text(client, **request)
     assert streamed["content"] == "Let me look."
     assert [(c["name"], json.loads(c["arguments"])) for c in streamed["calls"].values()] == expected
+
+
+def test_two_calls_of_one_function_stream_as_two_calls(client):
+    """0240: an OpenAI client merges streamed tool-call deltas by index; the final step carries the second
+    call's end and the finish reason."""
+    model = openai_suite.served_model(client)
+    request = dict(model=model, messages=[{"role": "user", "content": "What is the weather in Paris and Oslo?"}],
+                   tools=openai_suite.TOOLS, max_tokens=300)
+    expected = [("get_weather", {"city": city, "unit": "celsius", "alerts": False}) for city in ("Paris", "Oslo")]
+    calls = client.chat.completions.create(**request).choices[0].message.tool_calls
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == expected
+    (streamed,), _ = openai_suite.stream_text(client, **request)
+    assert [(c["name"], json.loads(c["arguments"])) for c in streamed["calls"].values()] == expected
+    assert streamed["finish"] == ["tool_calls"] and streamed["content"] == "Let me look."
 
 
 def test_gemma4_reasoning_is_separated_when_thinking_is_asked_for(client):
