@@ -1,6 +1,7 @@
-"""The structured-output GPU experiment (run.py structured-output, bench.py's constrained workloads):
-the cost of the preset's grammar backend on unconstrained requests against --grammar-backend none, and
-constrained throughput under a JSON schema that keeps every request decoding to its full length."""
+"""The structured-output GPU experiments (run.py structured-cost and structured-throughput, with bench.py's
+constrained workloads): the cost of the preset's grammar backend on unconstrained requests against
+--grammar-backend none, and constrained throughput under a JSON schema that keeps every request
+decoding to its full length."""
 
 import json
 from pathlib import Path
@@ -31,11 +32,12 @@ def test_the_schema_never_closes_on_its_own():
     assert notes["type"] == "array" and "maxItems" not in notes and notes["items"] == {"type": "string"}
 
 
-def test_the_experiment_compares_none_with_the_preset_then_measures_constrained_load(tmp_path):
-    cost, constrained = run.expand("structured-output", tmp_path)
+def test_the_experiments_compare_none_with_the_preset_and_measure_constrained_load(tmp_path):
+    (cost,) = run.expand("structured-cost", tmp_path)
     assert cost.argv[cost.argv.index("--workloads") + 1:cost.argv.index("--")] == ("batch1", "chat")
     configs = [cost.argv[i + 1] for i, word in enumerate(cost.argv) if word == "--config"]
     assert configs == ["none=patched --grammar-backend none", "xgrammar=patched"]
+    (constrained,) = run.expand("structured-throughput:31b", tmp_path)
     assert constrained.argv[constrained.argv.index("--workloads") + 1:constrained.argv.index("--")] == \
         ("batch1-json", "chat-json")
-    assert Path(value(list(constrained.argv), "--out")) == tmp_path / "structured-output-26b-a4b-constrained"
+    assert Path(value(list(constrained.argv), "--out")) == tmp_path / "structured-throughput-31b"
