@@ -267,3 +267,10 @@ def test_the_gpu_stage_serves_a_real_draft_without_then_with_mtp(tmp_path, capsy
     assert "--load-format dummy" not in on and "SGLANG_SIMULATE_ACC_LEN" not in on
     model = str((Path("ck") / "26b-a4b").resolve())
     assert f"--model-path {model} " in on and f"--speculative-draft-model-path {model}-assistant " in on
+
+
+def test_the_cli_runs_every_check_against_a_url_and_writes_its_table(server, tmp_path, capsys):
+    assert openai_suite.main(["--url", server, "--out", str(tmp_path)]) == 0
+    table = (tmp_path / "openai-suite.md").read_text()
+    assert table == capsys.readouterr().out.strip() + "\n"
+    assert all(f"| {check.__name__} | pass |" in table for check in openai_suite.CHECKS), table
