@@ -5,7 +5,6 @@ through the tokenizer manager: constrained requests with text their grammar acce
 xgrammar), others with a fixed answer, Gemma-4's own tool-call text or a thought; streams in steps of
 several tokens (as MTP delivers them), with stop strings, max_tokens, n and logprobs honoured."""
 
-import asyncio
 import json
 import re
 import socket
