@@ -33,9 +33,50 @@ def test_every_preset_parses_with_sglangs_server_arguments(variant):
                                        api_key="k")
             parsed = parse_server_args([*args, *extra])
             assert parsed.model_path == "/ckpt" and parsed.tp_size == 2 and parsed.load_format == "dummy"
-            assert parsed.attention_backend == "triton" and parsed.grammar_backend == "none"
+            assert parsed.attention_backend == "triton" and parsed.grammar_backend == "xgrammar"
+            assert parsed.tool_call_parser == "gemma4" and parsed.reasoning_parser == "gemma4"
             assert (parsed.speculative_algorithm == "NEXTN") is mtp
             assert parsed.enable_fused_moe_sum_all_reduce is (variant == "26b-a4b")
+
+
+def test_structured_output_and_the_parsers_are_on_by_default_and_each_can_be_turned_off():
+    from sglang.srt.function_call.function_call_parser import FunctionCallParser
+    from sglang.srt.parser.reasoning_parser import ReasoningParser
+
+    # the names sglang registers for Gemma-4's formats
+    assert presets.PARSERS[1] in FunctionCallParser.ToolCallParserEnum
+    assert presets.PARSERS[3] in ReasoningParser.DetectorMap
+    off = parse_server_args(presets.server_args("31b", "/ckpt", structured_output=False))
+    assert off.grammar_backend == "none" and off.tool_call_parser == "gemma4"
+    bare = parse_server_args(presets.server_args("31b", "/ckpt", parsers=False))
+    assert bare.grammar_backend == "xgrammar" and bare.tool_call_parser is None and bare.reasoning_parser is None
+    # and a user's flag after the preset's wins
+    assert parse_server_args([*presets.server_args("e4b", "/ckpt"), *presets.NO_STRUCTURED_OUTPUT]).grammar_backend == "none"
+    serve = dry_run("e4b", "--model", "m", "--no-prebuild", "--no-structured-output", "--no-parsers")[0]
+    assert "--tool-call-parser" not in serve and serve[serve.index("--grammar-backend", serve.index("xgrammar")) + 1] == "none"
+
+
+def test_json_under_a_schema_has_no_whitespace_a_model_could_repeat():
+    import json
+
+    import xgrammar
+    from xgrammar.testing import _is_grammar_accept_string
+
+    parsed = parse_server_args(presets.server_args("26b-a4b", "/ckpt"))
+    assert parsed.constrained_json_disable_any_whitespace
+    # what sglang's xgrammar backend compiles with that flag: one layout, no runs of whitespace
+    schema = json.dumps({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}})
+    grammar = xgrammar.Grammar.from_json_schema(schema, any_whitespace=not parsed.constrained_json_disable_any_whitespace)
+    assert _is_grammar_accept_string(grammar, json.dumps({"a": [1, 2]}))
+    assert not _is_grammar_accept_string(grammar, '{"a":  [1, 2]}')
+    assert not _is_grammar_accept_string(grammar, '{\n\n\n"a": [1, 2]}')
+
+
+def test_the_bundle_carries_the_presets_grammar_backend():
+    from sglang_gemma4.stack.bundle import NOT_LOADED
+
+    backend = presets.BACKENDS[presets.BACKENDS.index("--grammar-backend") + 1]
+    assert backend == "xgrammar" and backend not in NOT_LOADED and "apache-tvm-ffi" not in NOT_LOADED
 
 
 def test_mtp_benchmarks_simulate_each_variants_acceptance():

@@ -65,6 +65,15 @@ MAY_NOT_FIT = {name for name in WORKLOADS if name.startswith("long-")}
 IMAGE_WORKLOADS = {
     "images-6": (128, 64, 64, 16, 6, "720p"),
 }
+# name: (the workload whose prompts and loads it takes, what each request adds to its sampling parameters):
+# structured output's cost. The schema never closes (an array of free strings), so every request decodes its
+# full output length under the grammar, whatever the weights emit.
+OPEN_SCHEMA = {"type": "object", "properties": {"notes": {"type": "array", "items": {"type": "string"}}},
+               "required": ["notes"]}
+CONSTRAINED_WORKLOADS = {
+    "chat-json": ("chat", {"json_schema": json.dumps(OPEN_SCHEMA)}),
+    "batch1-json": ("batch1", {"json_schema": json.dumps(OPEN_SCHEMA)}),
+}
 # one request at a time: bench_serving keeps every token gap of these (--output-details), to tell where a
 # request's mean gap (its TPOT) leaves the median step
 GAP_DETAIL_WORKLOADS = ("batch1", "batch1-long")
@@ -119,6 +128,13 @@ def workload_seed(name: str) -> int:
 
 
 def dataset_args(name: str) -> list[str]:
+    if name in CONSTRAINED_WORKLOADS:
+        shape, grammar = CONSTRAINED_WORKLOADS[name]
+        # bench_serving's extra body replaces the whole sampling_params of its /generate requests
+        sampling = {"temperature": 0.0, "max_new_tokens": WORKLOADS[shape][1], "ignore_eos": True, **grammar}
+        words = dataset_args(shape)
+        words[words.index("--seed") + 1] = str(workload_seed(name))
+        return [*words, "--extra-request-body", json.dumps({"sampling_params": sampling})]
     if name in IMAGE_WORKLOADS:
         input_len, output_len, prompts, concurrency, images, size = IMAGE_WORKLOADS[name]
         dataset = ["--dataset-name", "image", "--image-count", str(images), "--image-resolution", size]
@@ -245,7 +261,7 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     add_setup_arguments(parser)
     parser.add_argument("--workloads", nargs="+", default=["chat", "summarization", "batch1"],
-                        choices=sorted({**WORKLOADS, **IMAGE_WORKLOADS}))
+                        choices=sorted({**WORKLOADS, **IMAGE_WORKLOADS, **CONSTRAINED_WORKLOADS}))
     parser.add_argument("--model", help="checkpoint dir (default: the launch preset's config-only one, dummy weights)")
     parser.add_argument("--mtp", action="store_true", help="every setup serves with the preset's MTP assistant draft")
     parser.add_argument("--patched-env", nargs="*", default=[], metavar="KEY=VALUE",

@@ -1,8 +1,8 @@
 """Serve a Gemma-4 variant with this stack's preset (presets.py); scripts/launch_gemma4.sh runs this.
 
     python -m sglang_gemma4.gpu.launch VARIANT [--model DIR] [--mtp] [--draft DIR] [--tp N]
-        [--host H] [--port P] [--api-key K] [--admin-api-key K] [--no-prebuild] [--dry-run]
-        [-- extra launch_server flags]
+        [--host H] [--port P] [--api-key K] [--admin-api-key K] [--no-structured-output] [--no-parsers]
+        [--no-prebuild] [--dry-run] [-- extra launch_server flags]
 
 The Python environment decides which build serves: source $PREFIX/env-patched.sh or env-pristine.sh
 (scripts/gpu/setup.sh) first, or have the patched wheel installed.  Extra flags after -- come last,
@@ -44,6 +44,11 @@ def parser() -> argparse.ArgumentParser:
                         "(python -m sglang_gemma4.gpu.prebuild); a server then compiles the ones missing from its "
                         "caches one after another during its first graph capture (SGLANG_GEMMA4_PREBUILD=0 does the "
                         "same)")
+    p.add_argument("--no-structured-output", action="store_true",
+                   help="serve without a grammar backend: json_schema, regex and EBNF requests are refused")
+    p.add_argument("--no-parsers", action="store_true",
+                   help="serve without the gemma4 tool-call and reasoning parsers: tool calls and thinking stay "
+                        "in the message content")
     p.add_argument("--dry-run", action="store_true", help="print the commands instead of running them")
     return p
 
@@ -79,7 +84,8 @@ def commands(args: argparse.Namespace) -> tuple[list[str] | None, list[str]]:
     server = [sys.executable, "-m", "sglang.launch_server",
               *server_args(args.variant, model, tp=args.tp, host=args.host, port=args.port, dummy_weights=dummy,
                            draft=draft if args.mtp else None, api_key=args.api_key,
-                           admin_api_key=args.admin_api_key), *args.extra]
+                           admin_api_key=args.admin_api_key, structured_output=not args.no_structured_output,
+                           parsers=not args.no_parsers), *args.extra]
     prebuild = not args.no_prebuild and os.environ.get("SGLANG_GEMMA4_PREBUILD", "1") != "0"
     return ([sys.executable, "-m", "sglang_gemma4.gpu.prebuild", "--model", model, "--tp", str(args.tp)]
             if prebuild else None), server

@@ -243,7 +243,9 @@ def servers(variant: str, target: Path, draft: Path, out: Path, env: dict | None
                    extra=flags, env=env))
 
 
-def check(variant: str, checkpoints: Path, out: Path, seed: int, env: dict) -> dict:
+def build(variant: str, checkpoints: Path, seed: int):
+    """The target and its agreeing draft under `checkpoints` (VARIANT, VARIANT-assistant): (target, draft,
+    succ, knows)."""
     import torch
 
     target, draft = checkpoints / variant, checkpoints / f"{variant}-assistant"
@@ -254,7 +256,12 @@ def check(variant: str, checkpoints: Path, out: Path, seed: int, env: dict) -> d
     write_draft(variant, draft, embedding.float(), succ, knows, seed + 2, device)
     del embedding
     torch.cuda.empty_cache()  # the servers size their pools from the free memory
-    batch = prompts(vocab, seed)
+    return target, draft, succ, knows
+
+
+def check(variant: str, checkpoints: Path, out: Path, seed: int, env: dict) -> dict:
+    target, draft, succ, knows = build(variant, checkpoints, seed)
+    batch = prompts(COMMON["vocab_size"], seed)
     outputs, stats = [], []
     for server in servers(variant, target.resolve(), draft.resolve(), out, env):
         with server:

@@ -35,8 +35,17 @@ PRESETS = {
 BACKENDS = (
     "--attention-backend", "triton",  # the Hopper path that serves Gemma-4 (head dims 256/512)
     "--sampling-backend", "pytorch",  # flashinfer's sampling kernels JIT-compile for ~74 s on first use
-    "--grammar-backend", "none",  # structured output is not part of the offline bundle
+    # structured output (response_format json_schema/json_object, regex, EBNF, forced tool calls):
+    # xgrammar, which sglang imports whatever the backend and the offline bundle carries
+    "--grammar-backend", "xgrammar",
+    # JSON under a schema in one layout ({"a": 1, "b": [2]}): a grammar that allows any whitespace
+    # between tokens lets greedy decoding repeat spaces or newlines until max_tokens
+    "--constrained-json-disable-any-whitespace",
 )
+# Gemma-4's own tool-call and reasoning formats, parsed into tool_calls and reasoning_content
+PARSERS = ("--tool-call-parser", "gemma4", "--reasoning-parser", "gemma4")
+# A server without structured output (constrained requests are refused); the last repeated flag wins
+NO_STRUCTURED_OUTPUT = ("--grammar-backend", "none")
 DECODE_GRAPHS = ("--cuda-graph-max-bs-decode", "64")  # what serving captures
 # The Gemma-4 assistant draft (FROZEN_KV_MTP): 3 steps, 4 draft tokens, top-k 1 (26b-a4b and 31b).
 MTP_STEPS, MTP_DRAFT_TOKENS = 3, 4
@@ -74,13 +83,19 @@ def model_flags(variant: str) -> list[str]:
 
 def server_args(variant: str, model: str, *, tp: int = 1, host: str = "127.0.0.1", port: int = 30000,
                 dummy_weights: bool = False, draft: str | None = None, api_key: str | None = None,
-                admin_api_key: str | None = None) -> list[str]:
-    """sglang.launch_server's arguments for `variant` served from `model` (a draft turns MTP on)."""
+                admin_api_key: str | None = None, structured_output: bool = True,
+                parsers: bool = True) -> list[str]:
+    """sglang.launch_server's arguments for `variant` served from `model` (a draft turns MTP on;
+    structured_output=False serves without a grammar backend, parsers=False without PARSERS)."""
     p = preset(variant)
     args = ["--load-format", "dummy"] if dummy_weights else []
     args += ["--model-path", model, "--tokenizer-path", model, "--host", host, "--port", str(port),
              "--tp-size", str(tp), *BACKENDS, "--mem-fraction-static", str(p.mem_fraction_static),
              *DECODE_GRAPHS, *p.model_flags]
+    if parsers:
+        args += PARSERS
+    if not structured_output:
+        args += NO_STRUCTURED_OUTPUT
     if draft:
         args += [*MTP, "--speculative-draft-model-path", draft]
     if api_key:

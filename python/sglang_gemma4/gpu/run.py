@@ -27,7 +27,8 @@ from sglang_gemma4.gpu.server import REPO, describe, in_build
 
 # The harness modules that start servers (or bench_one_batch) and print their command lines on --dry-run.
 DRY_RUNS = {f"sglang_gemma4.gpu.{m}" for m in ("smoke", "bench", "parity", "step_trace", "profile", "memory",
-                                                "bad_input", "repro", "mtp_greedy", "spec_step", "access_check")}
+                                                "bad_input", "repro", "mtp_greedy", "spec_step", "access_check",
+                                                "openai_suite")}
 
 
 @dataclass(frozen=True)
@@ -236,6 +237,28 @@ def mtp_greedy(choice, out):
                     *(choice or list(presets.SIMULATED_ACCEPT_LEN)), *(["--env", *env] if env else []))]
 
 
+def openai_suite(choice, out):
+    """the official openai client against the preset's server (structured output, gemma4 parsers): chat,
+    streaming, n > 1, logprobs, a forced tool call, JSON schema, regex, EBNF, stop, max_tokens, usage, refusals;
+    mtp-greedy's reduced random-weight target served without MTP, then with its agreeing draft (real, partial
+    acceptance), whose greedy constrained answers must equal MTP off's (CHOICE, default 26b-a4b; or 31b)"""
+    return [harness("openai_suite", "--start", v, "--out", str(out / f"openai-suite-{v}")) for v in choice or ["26b-a4b"]]
+
+
+def structured_cost(choice, out):
+    """the preset's structured output (xgrammar) vs --grammar-backend none, patched build, same call: unconstrained
+    batch-1 decode and chat at 32 ($STRUCTURED_WORKLOADS) (CHOICE, default 26b-a4b)"""
+    return Comparison("structured-cost-{variant}", ("none=patched --grammar-backend none", "xgrammar=patched"),
+                      ("batch1", "chat"), "STRUCTURED_WORKLOADS").steps(out, choice)
+
+
+def structured_throughput(choice, out):
+    """constrained throughput with the preset's xgrammar, patched build: batch-1 decode and chat at 32, every
+    request under an open JSON schema that keeps it decoding to its full length (CHOICE, default 26b-a4b)"""
+    return Comparison("structured-throughput-{variant}", ("xgrammar=patched",), ("batch1-json", "chat-json"),
+                      None).steps(out, choice)
+
+
 def spec_step(choice, out):
     """one frozen-KV MTP step by part (draft loop, verify, the gaps between) at batch 1, 4, 16, 32 and the variant's
     simulated acceptance, pristine then patched ($SPEC_BUILDS), per variant (CHOICE, default 26b-a4b,31b); decode
@@ -441,7 +464,8 @@ def baseline(choice, out):
 
 EXPERIMENTS = {"mtp": mtp, "routing": routing, "kernels": kernels, "profile": profile, "step-trace": step_trace,
                "memory": memory, "tp2-parity": tp2_parity, "tp2-ab": tp2_ab, "mtp-fill": mtp_fill, "mtp-ab": mtp_ab,
-               "mtp-greedy": mtp_greedy, "spec-step": spec_step, "yoco": yoco,
+               "mtp-greedy": mtp_greedy, "spec-step": spec_step, "openai-suite": openai_suite,
+               "structured-cost": structured_cost, "structured-throughput": structured_throughput, "yoco": yoco,
                "moe-tune": moe_tune, "coldstart": coldstart, "tiles": tiles, "decode-tiles": decode_tiles,
                "verify-attention": verify_attention,
                "opt-in-ab": opt_in_ab, "tiles-ab": tiles_ab, "mm-ab": mm_ab, "swa": swa, "kv-capacity": kv_capacity,

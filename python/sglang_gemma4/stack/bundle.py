@@ -36,7 +36,8 @@ from sglang_gemma4.stack.worktree import WorkTree
 
 PART_SIZE = 60 * 1024 * 1024
 # sglang requirements (direct or pulled in by another) that the Hopper serving path with the triton
-# attention backend, `--sampling-backend pytorch` and `--grammar-backend none` never imports.
+# attention backend, `--sampling-backend pytorch` and `--grammar-backend xgrammar` never imports
+# (xgrammar and its apache-tvm-ffi are carried: the preset's structured output).
 # (cuda-tile is carried: flashinfer.comm imports it at module level, and without flashinfer.comm
 # sglang turns its tensor-parallel allreduce + RMSNorm fusion off with only a warning.)
 NOT_LOADED = {
