@@ -1,10 +1,13 @@
 """prefill_profile's reduction of a profiler trace to a row per prefill chunk, on a small synthetic trace: two
 chunks of a three-layer model (sliding, sliding, full), a scheduler gap between them."""
 
+import gzip
 import json
+import sys
 
 import pytest
 
+from sglang_gemma4.gpu import prefill_profile
 from sglang_gemma4.gpu.prefill_profile import chunk_rows, largest_idle, report, table
 
 LAYERS = ["sliding_attention", "sliding_attention", "full_attention"]
@@ -63,3 +66,16 @@ def test_report_has_a_table_per_setup_with_totals(tmp_path):
     assert text.index("## 26b-a4b-patched") < text.index("## 26b-a4b-pristine")
     assert "| 1 | 4096 | 110.0 | 60.0 | 40.0 | 10.0 | 0.0 | 0.0 | 0.0 | 95.0 |" in table(rows)
     assert table(rows).splitlines()[-1] == "| all | | 315.0 | 100.0 | 60.0 | 50.0 | 20.0 | 15.0 | 70.0 | 95.0 |"
+
+
+def test_a_kept_trace_is_reduced_again_without_a_gpu(tmp_path, monkeypatch):
+    trace = tmp_path / "t.trace.json.gz"
+    with gzip.open(trace, "wt") as f:
+        json.dump({"traceEvents": TRACE}, f)
+    monkeypatch.setattr(prefill_profile, "text_config", lambda variant: {"layer_types": LAYERS})
+    monkeypatch.setattr(sys, "argv", ["prefill_profile", "--out", str(tmp_path), "--from-trace", str(trace),
+                                      "--label", "patched", "--chunk", "4096"])
+    assert prefill_profile.main() == 0
+    rows = [json.loads(line) for line in (tmp_path / "26b-a4b-patched-chunks.jsonl").read_text().splitlines()]
+    assert [r["prefix_tokens"] for r in rows] == [0, 4096]
+    assert "## 26b-a4b-patched" in (tmp_path / "prefill-profile.md").read_text()

@@ -60,9 +60,10 @@ WORKLOADS = {
 }
 # name: (streams decoding, their prompt and output lengths, the long prompts sent at once beside them): the
 # running streams' token gaps before and while the long prompts prefill (beside.py, its own client)
+# (4000 output tokens: the streams are stopped once the long prompts answered, and must not end before)
 BESIDE_WORKLOADS = {
-    "long-128k-beside-chat": (8, 128, 2000, (131072,)),
-    "long-3x60k-beside-chat": (8, 128, 2000, (60000, 60000, 60000)),
+    "long-128k-beside-chat": (8, 128, 4000, (131072,)),
+    "long-3x60k-beside-chat": (8, 128, 4000, (60000, 60000, 60000)),
 }
 # a server may refuse these for its pool (the answer is recorded, not measured)
 MAY_NOT_FIT = {name for name in [*WORKLOADS, *BESIDE_WORKLOADS] if name.startswith("long-")}

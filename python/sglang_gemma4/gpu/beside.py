@@ -2,7 +2,7 @@
 prefills?
 
     python -m sglang_gemma4.gpu.beside --url http://127.0.0.1:30000 --out FILE.json \\
-        [--streams 8] [--chat-len 128] [--chat-out 2000] [--long 131072 ...] [--long-out 16]
+        [--streams 8] [--chat-len 128] [--chat-out 4000] [--long 131072 ...] [--long-out 16]
 
 Streams --streams greedy requests (--chat-len prompt ids each, --chat-out tokens) to /generate; once every
 one has streamed STEADY_TOKENS chunks, waits BEFORE_S seconds, then sends the --long prompts (one
@@ -97,7 +97,8 @@ async def measure(url: str, streams: int, chat_len: int, chat_out: int, long_len
     import aiohttp
 
     arrivals = [[] for _ in range(streams)]
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+    # read_bufsize: a chunk holds the text so far, one line that outgrows aiohttp's 64 KiB default
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout), read_bufsize=2**22) as session:
         chats = [asyncio.create_task(stream(session, url, chat_request(i, chat_len, chat_out), arrivals[i]))
                  for i in range(streams)]
         try:
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--streams", type=int, default=8)
     parser.add_argument("--chat-len", type=int, default=128)
-    parser.add_argument("--chat-out", type=int, default=2000)
+    parser.add_argument("--chat-out", type=int, default=4000)
     parser.add_argument("--long", type=int, nargs="+", default=[131072], dest="long_lens")
     parser.add_argument("--long-out", type=int, default=16)
     args = parser.parse_args(argv)

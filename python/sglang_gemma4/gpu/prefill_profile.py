@@ -4,6 +4,7 @@
         [--config 'NAME=BUILD [KEY=VALUE ...] [flags]' ...] [--prompt-len 131072] [--chunk 8192]
         [-- server flags for every setup]
     python -m sglang_gemma4.gpu.prefill_profile --out DIR --report
+    python -m sglang_gemma4.gpu.prefill_profile --out DIR --from-trace TRACE.json.gz --label NAME
 
 For each setup (as in bench.py): start the server (launch preset, dummy weights, its own window), prefill a
 warm-up prompt of two chunks (the extend kernels compile outside the trace), then record one --prompt-len
@@ -13,8 +14,10 @@ time of the full-attention layers' extend attention and the sliding-window layer
 extend-attention kernel per layer, in layer order), of the MoE (experts and routing), of the other GEMMs
 and of everything else, the GPU's idle time within the step, and the gap since the previous chunk's step
 (the scheduler between them).
-Writes DIR/<variant>-<setup>-chunks.jsonl (a row per chunk) and DIR/prefill-profile.md (a table per
-setup, from every *-chunks.jsonl in DIR: setups run in separate calls share it); --report rewrites it.
+Writes DIR/<variant>-<setup>-chunks.jsonl (a row per chunk; the last also has the whole request's seconds,
+profiled) and DIR/prefill-profile.md (a table per setup, from every *-chunks.jsonl in DIR: setups run in
+separate calls share it); --report rewrites it, --from-trace reduces a kept trace (DIR/<variant>-<setup>-trace/)
+again. No GPU is needed for either.
 """
 
 import argparse
@@ -146,11 +149,15 @@ def profile_one(variant: str, setup, flags: list[str], out: Path, prompt_len: in
         trace = written_trace(trace_dir, timeout=300)
     if trace is None:
         raise RuntimeError(f"{name}: no trace under {trace_dir}")
+    return reduce_trace(trace, variant, chunk, out / f"{variant}-{setup.name}-chunks.jsonl", request_s=latency)
+
+
+def reduce_trace(trace: Path, variant: str, chunk: int, rows_path: Path, **extra) -> list[dict]:
+    """A profiler trace of one prompt's prefill as its chunk rows, written to `rows_path` (`extra` on the last)."""
     with gzip.open(trace, "rt") as f:
         rows = chunk_rows(json.load(f)["traceEvents"], text_config(variant)["layer_types"], chunk)
-    rows[-1]["request_s"] = round(latency, 3)  # the whole request, profiled
-    with open(out / f"{variant}-{setup.name}-chunks.jsonl", "w") as f:
-        f.writelines(json.dumps(row) + "\n" for row in rows)
+    rows[-1].update(extra)
+    rows_path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return rows
 
 
@@ -162,11 +169,16 @@ def main() -> int:
     parser.add_argument("--prompt-len", type=int, default=PROMPT_LEN)
     parser.add_argument("--chunk", type=int, default=CHUNK, help="the servers' --chunked-prefill-size")
     parser.add_argument("--report", action="store_true", help="only rewrite DIR/prefill-profile.md")
+    parser.add_argument("--from-trace", type=Path, metavar="TRACE", help="only reduce this trace (.json.gz) into "
+                        "DIR/<variant>-<--label>-chunks.jsonl, then the report")
+    parser.add_argument("--label", default="trace", help="the setup's name for --from-trace")
     parser.add_argument("--dry-run", action="store_true", help="print each server's command line instead of running")
     parser.add_argument("flags", nargs="*", help="launch_server flags for every setup, after --")
     args = parser.parse_args()
     flags = [*args.flags, "--chunked-prefill-size", str(args.chunk)]
-    if args.report:
+    if args.from_trace:
+        reduce_trace(args.from_trace, args.variant, args.chunk, args.out / f"{args.variant}-{args.label}-chunks.jsonl")
+    if args.report or args.from_trace:
         print(report(args.out))
         return 0
     if args.dry_run:
