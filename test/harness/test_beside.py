@@ -7,7 +7,7 @@ import json
 import pytest
 from aiohttp import web
 
-from sglang_gemma4.gpu import beside, bench
+from sglang_gemma4.gpu import beside, bench, run
 from sglang_gemma4.gpu.beside import gap_summary, measure, percentile, split_gaps
 from sglang_gemma4.gpu.server import Server
 
@@ -132,3 +132,12 @@ def test_beside_main_writes_its_record(tmp_path, monkeypatch):
     monkeypatch.setattr(beside, "measure", fake)
     assert beside.main(["--url", "http://x", "--out", str(tmp_path / "r.json"), "--long", "60000", "60000"]) == 0
     assert json.loads((tmp_path / "r.json").read_text()) == {"url": "http://x", "long_lens": [60000, 60000]}
+
+
+def test_the_long_experiment_runs_the_beside_workloads_its_knob_names(monkeypatch, tmp_path):
+    monkeypatch.setenv("LONG_WORKLOADS", " ".join(bench.BESIDE_WORKLOADS))
+    (step,) = run.expand("long:pristine,patched", tmp_path)
+    argv = list(step.argv)
+    workloads = argv[argv.index("--workloads") + 1:argv.index("--")]
+    assert workloads == ["long-128k-beside-chat", "long-3x60k-beside-chat"]
+    assert set(workloads) <= bench.MAY_NOT_FIT  # a refused long prompt is recorded, not a failed run
