@@ -86,6 +86,9 @@ def test_the_client_measures_the_streams_stalled_by_a_long_prefill():
     assert record["itl_during_p99_ms"] > record["itl_before_p99_ms"]
     assert record["long_ttft_ms"] >= FakeServer.PREFILL * 1000 and len(record["long_ttfts_ms"]) == 1
     assert record["streams_ended_during"] == 0 and "refused" not in record
+    first_long = record["arrivals"]["long"][0][0]
+    assert first_long == pytest.approx(record["long_ttft_ms"] / 1000, abs=1e-3)
+    assert all(any(t < 0 for t in times) and any(t > first_long for t in times) for times in record["arrivals"]["streams"])
 
 
 def test_the_client_records_a_refused_long_prompt():
@@ -127,11 +130,12 @@ def test_a_refused_beside_workload_is_recorded_not_measured(tmp_path, monkeypatc
 
 def test_beside_main_writes_its_record(tmp_path, monkeypatch):
     async def fake(url, *args):
-        return {"url": url, "long_lens": args[3]}
+        return {"url": url, "long_lens": args[3], "arrivals": {"streams": [[-0.1, 0.2]], "long": [[0.15]]}}
 
     monkeypatch.setattr(beside, "measure", fake)
     assert beside.main(["--url", "http://x", "--out", str(tmp_path / "r.json"), "--long", "60000", "60000"]) == 0
     assert json.loads((tmp_path / "r.json").read_text()) == {"url": "http://x", "long_lens": [60000, 60000]}
+    assert json.loads((tmp_path / "r.arrivals.json").read_text())["long"] == [[0.15]]  # kept apart from the record
 
 
 def test_the_long_experiment_runs_the_beside_workloads_its_knob_names(monkeypatch, tmp_path):

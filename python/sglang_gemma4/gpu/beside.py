@@ -7,7 +7,7 @@ prefills?
 Streams --streams greedy requests (--chat-len prompt ids each, --chat-out tokens) to /generate; once every
 one has streamed STEADY_TOKENS chunks, waits BEFORE_S seconds, then sends the --long prompts (one
 request each, at once, --long-out tokens) and, once they have answered, stops the streams. Every chunk's
-arrival is kept; FILE.json gets the gaps between a stream's chunks before the long prompts were sent and
+arrival is kept (FILE.arrivals.json, seconds from the long prompts' sending); FILE.json gets the gaps between a stream's chunks before the long prompts were sent and
 while they prefilled (from their sending to the last one's first token): p50/p99 of each, the longest gap
 during, and the long prompts' time to first token. A long prompt the server refuses is recorded as
 `refused` with its answer. Needs aiohttp (the pristine build has it) and no dataset: prompts are token ids.
@@ -117,8 +117,11 @@ async def measure(url: str, streams: int, chat_len: int, chat_out: int, long_len
             for chat in chats:
                 chat.cancel()  # closing the connection aborts the request on the server
             await asyncio.gather(*chats, return_exceptions=True)
+    # every chunk's arrival, seconds from the long prompts' sending (main() keeps them beside the record)
+    since = lambda lists: [[round(t - start, 4) for t in times] for times in lists]  # noqa: E731
     record = {"streams": streams, "chat_len": chat_len, "chat_out": chat_out, "long_lens": long_lens,
-              "long_out": long_out, "streams_ended_during": ended_early}
+              "long_out": long_out, "streams_ended_during": ended_early,
+              "arrivals": {"streams": since(arrivals), "long": since(long_arrivals)}}
     if refused := next((e for e in errors if e), None):
         return {**record, "refused": refused}
     if not all(long_arrivals):
@@ -141,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--long-out", type=int, default=16)
     args = parser.parse_args(argv)
     record = asyncio.run(measure(args.url, args.streams, args.chat_len, args.chat_out, args.long_lens, args.long_out))
+    args.out.with_suffix(".arrivals.json").write_text(json.dumps(record.pop("arrivals")))
     args.out.write_text(json.dumps(record) + "\n")
     print(json.dumps(record))
     return 0
