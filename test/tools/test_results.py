@@ -258,3 +258,35 @@ def test_pack_run_command_packs_a_folder_once(tmp_path, capsys, monkeypatch):
     assert f"pack-run: 3 files moved into {folder / 'raw.tar.xz'}" in capsys.readouterr().out
     assert cli.main(["pack-run", str(folder)]) == 1
     assert "raw.tar.xz: exists; unpack it first" in capsys.readouterr().err
+
+
+def test_the_results_table_shows_long_prompts_by_length_and_a_refused_side(tmp_path):
+    """The long-context workloads: a TTFT per prompt length, in the order of the lengths, and a prompt one side
+    refused (its pool too small) as `refused`, with no ratio; the source must say so."""
+    long = result(measured="2026-11-24 10:00")
+    long["figures"] = [{"variant": "26b-a4b", "workload": workload, "metric": "median TTFT", "unit": "ms",
+                        "values": values, "source": "raw.tar.xz:ab/summary.md"}
+                       for workload, values in (("long-250k", {"pristine": "refused", "patched": "52000.5"}),
+                                                ("long-128k", {"pristine": "30100.0", "patched": "20050.0"}),
+                                                ("long-16k", {"pristine": "1500.0", "patched": "1000.0"}))]
+    folder = make_run(tmp_path, "2026-11-24-h100-26b-a4b-gf540dad831-long", long, packed=False)
+    (folder / "ab" / "summary.md").write_text("| long-250k | median_ttft_ms | - | 52000.50 |\n"
+                                               "| long-250k | refused | too long | - |\n"
+                                               "| long-128k | median_ttft_ms | 30100.00 | 20050.00 |\n"
+                                               "| long-16k | median_ttft_ms | 1500.00 | 1000.00 |\n")
+    result_archive.pack(folder)
+    run = results.load_run(folder)
+    assert result_archive.provenance_problems(run, set()) == []
+    refused = run.figures[0]
+    assert refused.ratio is None and refused.measure_text() == "median TTFT refused -> 52000.5 ms"
+    rows = [line.split(" | ")[1:3] for line in result_text.results_table([run], "0.5.12").splitlines()
+            if line.startswith("| 26B")]
+    assert rows == [["long-16k", "median TTFT 1500.0 -> 1000.0 ms (x0.667)"],
+                    ["long-128k", "median TTFT 30100.0 -> 20050.0 ms (x0.666)"],
+                    ["long-250k", "median TTFT refused -> 52000.5 ms"]]
+    unsaid = copy.deepcopy(long)
+    unsaid["figures"][0]["values"] = {"pristine": "52000.5", "patched": "refused"}
+    other = make_run(tmp_path / "b", "2026-11-24-h100-26b-a4b-gf540dad831-long", unsaid)  # its summary.md: no refusal
+    problems = [p.split(": ", 1)[1] for p in result_archive.provenance_problems(results.load_run(other), set())]
+    assert "figures[0] 'median TTFT' patched=refused is not in raw.tar.xz:ab/summary.md" in problems
+    assert results.load_run(other).figures[0].measure_text() == "median TTFT 52000.5 ms -> refused"

@@ -13,7 +13,8 @@ dataset download), stop it.  Appends to DIR/bench.jsonl (bench_serving's records
 variant/workload, the server's KV pool sizes and its pool usage during the workload; for the batch-1
 workloads also how many token gaps were over twice the median and after which tokens) and writes
 DIR/summary.md (medians, and the ratio when there are two setups), DIR/summary.png and a pool-usage
-plot per setup.  `--summarize-only` rebuilds the tables from DIR/bench.jsonl, e.g. after setups ran
+plot per setup.  The beside workloads (BESIDE_WORKLOADS) run beside.py instead of bench_serving: streams
+decoding while long prompts prefill, their token gaps before and during.  `--summarize-only` rebuilds the tables from DIR/bench.jsonl, e.g. after setups ran
 in separate calls.  The bench client always runs from the pristine build.
 """
 
@@ -57,8 +58,15 @@ WORKLOADS = {
     "long-250k": (250000, 64, 1, 1),
     "long-4x60k": (60000, 64, 4, 4),
 }
+# name: (streams decoding, their prompt and output lengths, the long prompts sent at once beside them): the
+# running streams' token gaps before and while the long prompts prefill (beside.py, its own client)
+# (4000 output tokens: the streams are stopped once the long prompts answered, and must not end before)
+BESIDE_WORKLOADS = {
+    "long-128k-beside-chat": (8, 128, 4000, (131072,)),
+    "long-3x60k-beside-chat": (8, 128, 4000, (60000, 60000, 60000)),
+}
 # a server may refuse these for its pool (the answer is recorded, not measured)
-MAY_NOT_FIT = {name for name in WORKLOADS if name.startswith("long-")}
+MAY_NOT_FIT = {name for name in [*WORKLOADS, *BESIDE_WORKLOADS] if name.startswith("long-")}
 # name: (text tokens, output len, prompts, max concurrency, images per prompt, image size): random
 # images through the server's multimodal processor (bench_serving's image dataset), which needs a
 # checkpoint made with --arch conditional (--model) and a server that serves images
@@ -81,7 +89,10 @@ PER_REQUEST_DETAILS = ("input_lens", "output_lens", "ttfts", "itls", "generated_
 METRICS = ("output_throughput", "median_tpot_ms", "median_ttft_ms", "median_itl_ms", "mean_itl_ms", "p99_itl_ms",
            "long_gaps_per_req", "long_gap_ms_per_token", "median_decode_tok_s_at_peak", "decode_stall_ms_per_step",
            "duration", "peak_running_req", "peak_queue_req", "peak_full_token_usage", "peak_swa_token_usage",
-           "retracted_reqs", "prefill_cached_tokens", "median_accept_len")
+           "retracted_reqs", "prefill_cached_tokens", "median_accept_len",
+           # the beside workloads: the running streams' gaps before and during the long prefill, its TTFT
+           "itl_before_p50_ms", "itl_before_p99_ms", "itl_during_p50_ms", "itl_during_p99_ms",
+           "longest_gap_during_ms", "long_ttft_ms")
 
 ENV_PAIR = re.compile(r"^[A-Z_][A-Z0-9_]*=")
 
@@ -161,8 +172,12 @@ def long_gaps(itls: list[list[float]]) -> dict:
             "long_gap_tokens": sorted(token for token, _ in long)}
 
 
-def run_workload(server: Server, setup: str, name: str, tokenizer: str, out: Path) -> dict:
-    raw = out / f"{server.variant}-{setup}-{name}.jsonl"
+def client_command(server: Server, name: str, tokenizer: str, raw: Path) -> list[str]:
+    """The client of a workload, writing its record (the last line of `raw`): bench_serving, or beside.py."""
+    if name in BESIDE_WORKLOADS:
+        streams, chat_len, chat_out, long_lens = BESIDE_WORKLOADS[name]
+        return ["python3", "-m", "sglang_gemma4.gpu.beside", "--url", server.url, "--out", str(raw), "--streams",
+                str(streams), "--chat-len", str(chat_len), "--chat-out", str(chat_out), "--long", *map(str, long_lens)]
     command = ["python3", "-m", "sglang.bench_serving", "--backend", "sglang", "--host", "127.0.0.1", "--port",
                str(server.port), "--tokenizer", tokenizer, *dataset_args(name), "--output-file", str(raw)]
     if name in GAP_DETAIL_WORKLOADS:
@@ -171,25 +186,33 @@ def run_workload(server: Server, setup: str, name: str, tokenizer: str, out: Pat
         # bench_serving's warm-up sends the first prompt once: its KV would answer the measured one from the
         # radix cache (and a long prompt's warm-up costs as much as the run)
         command += ["--warmup-requests", "0"]
+    return command
+
+
+def run_workload(server: Server, setup: str, name: str, tokenizer: str, out: Path) -> dict:
+    raw = out / f"{server.variant}-{setup}-{name}.jsonl"
+    command = client_command(server, name, tokenizer, raw)
     log_before = len(server.log_path.read_text(errors="replace"))
     with open(out / f"{server.variant}-{setup}-{name}.client.log", "w") as log:
-        subprocess.run(in_build("pristine", command), stdout=log, stderr=subprocess.STDOUT, check=True)
+        subprocess.run(in_build("pristine", command, harness=name in BESIDE_WORKLOADS), stdout=log,
+                       stderr=subprocess.STDOUT, check=True)
     log = server.log_path.read_text(errors="replace")
     refusal = next((line for line in log[log_before:].splitlines() if "[http_server] Error" in line), None)
+    record = json.loads(raw.read_text().splitlines()[-1]) if name in BESIDE_WORKLOADS else {}
+    refusal = refusal and refusal.split("[http_server] Error", 1)[1].strip(": ") or record.get("refused")
     if refusal and name in MAY_NOT_FIT:
         return {"setup": setup, "build": server.build, "variant": server.variant, "workload": name,
-                "command": shlex.join(command), "refused": refusal.split("[http_server] Error", 1)[1].strip(": "),
-                **pool_usage.pool_sizes(log)}
+                "command": shlex.join(command), "refused": refusal, **pool_usage.pool_sizes(log)}
     if refusal:
         # bench_serving counts a rejected request as a success with its requested output length.
         raise RuntimeError(f"{name}: the server rejected requests during the run (see {server.log_path}); "
                            "its numbers would count them as served")
-    record = json.loads(raw.read_text().splitlines()[-1])
+    record = record or json.loads(raw.read_text().splitlines()[-1])
     if "itls" in record:
         record.update(long_gaps(record["itls"]))
         for key in PER_REQUEST_DETAILS:  # they stay in the raw file only
             record.pop(key, None)
-    if not record.get("total_output_tokens_retokenized"):
+    if name not in BESIDE_WORKLOADS and not record.get("total_output_tokens_retokenized"):
         # Streamed text that decodes to nothing makes TTFT and ITL read 0: refuse such a run.
         raise RuntimeError(f"{name}: the streamed output decoded to no text (retokenized tokens = 0); "
                            f"its latencies are meaningless. Client log: {raw.with_suffix('.client.log')}")
@@ -261,7 +284,7 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     add_setup_arguments(parser)
     parser.add_argument("--workloads", nargs="+", default=["chat", "summarization", "batch1"],
-                        choices=sorted({**WORKLOADS, **IMAGE_WORKLOADS, **CONSTRAINED_WORKLOADS}))
+                        choices=sorted({**WORKLOADS, **IMAGE_WORKLOADS, **CONSTRAINED_WORKLOADS, **BESIDE_WORKLOADS}))
     parser.add_argument("--model", help="checkpoint dir (default: the launch preset's config-only one, dummy weights)")
     parser.add_argument("--mtp", action="store_true", help="every setup serves with the preset's MTP assistant draft")
     parser.add_argument("--patched-env", nargs="*", default=[], metavar="KEY=VALUE",
@@ -295,7 +318,7 @@ def main() -> int:
                 with open(out / "bench.jsonl", "a") as f:
                     f.write(json.dumps(record) + "\n")
                 print(f"{args.variant} {setup.name} {workload}: " + ", ".join(
-                    f"{m}={record.get(m, 0):.2f}" for m in METRICS), flush=True)
+                    f"{m}={record.get(m) or 0:.2f}" for m in METRICS), flush=True)
             if died := server.death_once_idle():
                 print(f"{args.variant} {setup.name}: the server died once idle: {died}", flush=True)
                 deaths.append(setup.name)

@@ -28,7 +28,7 @@ from sglang_gemma4.gpu.server import REPO, describe, in_build
 # The harness modules that start servers (or bench_one_batch) and print their command lines on --dry-run.
 DRY_RUNS = {f"sglang_gemma4.gpu.{m}" for m in ("smoke", "bench", "parity", "step_trace", "profile", "memory",
                                                 "bad_input", "repro", "mtp_greedy", "spec_step", "access_check",
-                                                "openai_suite")}
+                                                "openai_suite", "prefill_profile")}
 
 
 @dataclass(frozen=True)
@@ -447,7 +447,8 @@ LONG_WORKLOADS = ("long-16k", "long-64k", "long-128k", "long-250k", "long-4x60k"
 
 def long_context(choice, out):
     """26B-A4B at its whole window (the preset's context), decode graphs only: one prompt of 16K, 64K, 128K, 250K
-    tokens at a time and four of 60K at once, 64 output tokens each ($LONG_WORKLOADS); setups pristine, patched,
+    tokens at a time and four of 60K at once, 64 output tokens each ($LONG_WORKLOADS; also long-128k-beside-chat,
+    long-3x60k-beside-chat: 8 streams decoding while a 128K or three 60K prompts prefill); setups pristine, patched,
     unified (the patched build on one KV buffer for both layer kinds); CHOICE picks them (default all three)"""
     names = choice or list(LONG_SETUPS)
     unknown = [n for n in names if n not in LONG_SETUPS]
@@ -455,6 +456,18 @@ def long_context(choice, out):
         raise SystemExit(f"run: long: unknown setup {', '.join(unknown)} (one of {', '.join(LONG_SETUPS)})")
     setups = tuple(f"{n}={'pristine' if n == 'pristine' else 'patched'} {LONG_SETUPS[n]}".strip() for n in names)
     return Comparison("long-{variant}", setups, LONG_WORKLOADS, "LONG_WORKLOADS", DECODE_ONLY).steps(out)
+
+
+def prefill_profile(choice, out):
+    """26B-A4B at its whole window, decode graphs only: one 131,072-token prompt in 8192-token chunks under the torch
+    profiler, per chunk the full-attention and SWA layers' extend attention, MoE, GEMMs, the rest and the host's gaps;
+    CHOICE picks the builds (default pristine,patched), each its own step into one table"""
+    builds = choice or ["pristine", "patched"]
+    unknown = [b for b in builds if b not in ("pristine", "patched")]
+    if unknown:
+        raise SystemExit(f"run: prefill-profile: unknown build {', '.join(unknown)} (pristine or patched)")
+    return [harness("prefill_profile", "--variant", "26b-a4b", "--out", str(out / "prefill-profile"), "--builds", b,
+                    "--", *DECODE_ONLY) for b in builds]
 
 
 def baseline(choice, out):
@@ -469,7 +482,7 @@ EXPERIMENTS = {"mtp": mtp, "routing": routing, "kernels": kernels, "profile": pr
                "moe-tune": moe_tune, "coldstart": coldstart, "tiles": tiles, "decode-tiles": decode_tiles,
                "verify-attention": verify_attention,
                "opt-in-ab": opt_in_ab, "tiles-ab": tiles_ab, "mm-ab": mm_ab, "swa": swa, "kv-capacity": kv_capacity,
-               "long": long_context, "baseline": baseline}
+               "long": long_context, "prefill-profile": prefill_profile, "baseline": baseline}
 
 
 def expand(stage: str, out: Path) -> list[Step]:

@@ -7,7 +7,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from sglang_gemma4.stack.errors import StackError
-from sglang_gemma4.stack.results import FOLDER_NAME, PLAIN_NAMES, RAW_ARCHIVE, RAW_PREFIX, RESULT_FILE, Run
+from sglang_gemma4.stack.results import FOLDER_NAME, PLAIN_NAMES, RAW_ARCHIVE, RAW_PREFIX, REFUSED, RESULT_FILE, Run
 
 NUMBER_IN_TEXT = re.compile(r"-?\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
@@ -101,7 +101,7 @@ def provenance_problems(run: Run, patch_names: set[str]) -> list[str]:
     for i, figure in enumerate(run.figures):
         for (setup, value), source in zip(figure.values, figure.sources):
             text = text_of(source)
-            if text is not None and not number_appears(value, text):
+            if text is not None and not (REFUSED in text if value == REFUSED else number_appears(value, text)):
                 problems.append(f"{where}: figures[{i}] {figure.metric!r} {setup}={value} is not in {source}")
         problems += [f"{where}: figures[{i}] names patch {p}, which is not in patches/series"
                      for p in figure.patches if p not in patch_names]

@@ -57,6 +57,11 @@ def workload_key(workload: str) -> str:
     return LOGGED_ACCEPT.sub("", workload)
 
 
+def natural_key(text: str) -> list:
+    """`text` with its runs of digits as numbers: long-16k before long-128k."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
 def comparison_rows(runs: list[Run], setups: tuple[str, ...]) -> list[tuple[Run, list[Figure]]]:
     """For each (variant, workload, GPU) compared between exactly `setups`: the newest run's figures."""
     newest: dict[tuple[str, str, str], tuple[Run, list[Figure]]] = {}
@@ -68,7 +73,7 @@ def comparison_rows(runs: list[Run], setups: tuple[str, ...]) -> list[tuple[Run,
         for key, figures in found.items():
             newest[key] = (run, figures)
     order = list(VARIANT_NAMES)
-    return [newest[k] for k in sorted(newest, key=lambda k: (order.index(k[0]), k[1], k[2]))]
+    return [newest[k] for k in sorted(newest, key=lambda k: (order.index(k[0]), natural_key(k[1]), k[2]))]
 
 
 def table_lines(rows: list[tuple[Run, list[Figure]]]) -> list[str]:

@@ -23,7 +23,8 @@ result.json (every key required unless marked optional):
                   {"variant", "workload", "metric", "unit", "values": {setup: "decimal"}, "source",
                    "patches" (optional), "note" (optional)}
                 with one value, or two (baseline first: the ratio is the second over the first);
-                values are strings so that their precision is kept; `source` is the raw file the
+                values are strings so that their precision is kept, or "refused" where the
+                server refused the workload (e.g. a prompt longer than its pool; the source says so); `source` is the raw file the
                 numbers are read from, "raw.tar.xz:INNER/PATH" or a plain file of the folder, or
                 {setup: file} where each value comes from its own file; a figure
                 whose source is README.md (quoted there, not found in a raw file) needs a `note`
@@ -49,6 +50,7 @@ PLAIN_NAMES = ("README.md", RESULT_FILE)  # with *.png, what stays a plain file 
 FOLDER_NAME = "folder name"  # the source of a GPU or series that only the folder's name records
 MEASURED = re.compile(r"^\d{4}-\d{2}-\d{2}( \d{2}:\d{2})?$")
 DECIMAL = re.compile(r"^-?\d+(\.\d+)?$")
+REFUSED = "refused"  # a value: the server refused the workload, nothing was measured
 VARIANT_NAMES = {"e2b": "E2B", "e4b": "E4B", "26b-a4b": "26B-A4B", "31b": "31B"}
 FIGURE_KEYS = {"variant", "workload", "metric", "unit", "values", "source", "patches", "note"}
 RUN_KEYS = {"summary", "valid", "measured", "gpu", "upstream", "series", "commands", "variants", "setups",
@@ -72,12 +74,16 @@ class Figure:
 
     @property
     def ratio(self) -> Decimal | None:
-        if len(self.values) != 2 or Decimal(self.values[0][1]) == 0:
+        if len(self.values) != 2 or REFUSED in dict(self.values).values() or Decimal(self.values[0][1]) == 0:
             return None
         return Decimal(self.values[1][1]) / Decimal(self.values[0][1])
 
     def measure_text(self) -> str:
-        """`median TPOT 6.01 -> 4.31 ms (x0.717)`, or `launch to ready 137.1 s` for one setup."""
+        """`median TPOT 6.01 -> 4.31 ms (x0.717)`, or `launch to ready 137.1 s` for one setup; with a refused
+        side, `median TTFT refused -> 5012.3 ms` (each number with its unit)."""
+        if any(value == REFUSED for _, value in self.values):
+            return f"{self.metric} " + " -> ".join(value if value == REFUSED else f"{value} {self.unit}".rstrip()
+                                                   for _, value in self.values)
         numbers = " -> ".join(value for _, value in self.values)
         ratio = f" (x{self.ratio:.3f})" if self.ratio is not None else ""
         return f"{self.metric} {numbers} {self.unit}".rstrip() + ratio
@@ -136,8 +142,9 @@ def _figure(data: dict, setups: dict[str, str], where: str) -> Figure:
     for setup, value in values.items():
         if setup not in setups:
             raise StackError(f"{where}: setup {setup!r} is not in the run's `setups` ({', '.join(setups)})")
-        if not isinstance(value, str) or not DECIMAL.match(value):
-            raise StackError(f"{where}: value of {setup!r} must be a decimal string such as \"4.31\", got {value!r}")
+        if not isinstance(value, str) or not (DECIMAL.match(value) or value == REFUSED):
+            raise StackError(f"{where}: value of {setup!r} must be a decimal string such as \"4.31\" (or "
+                             f"\"{REFUSED}\"), got {value!r}")
     source = data.get("source")
     if isinstance(source, dict) and list(source) == list(values) and all(isinstance(v, str) for v in source.values()):
         sources = tuple(source.values())
