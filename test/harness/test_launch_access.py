@@ -98,22 +98,10 @@ def test_the_access_flags_parse_with_the_patched_sglang():
     assert parsed.enable_client_chat_template
 
 
-def test_profiling_servers_hold_an_admin_key(tmp_path, monkeypatch):
-    started, sent = [], []
-
-    class Started(Exception):
-        pass
-
-    def popen(argv, **kwargs):
-        started.append(argv)
-        raise Started
-
-    monkeypatch.setattr(server, "port_taken", lambda port: False)
-    monkeypatch.setattr(server.subprocess, "Popen", popen)
+def test_profiling_servers_hold_an_admin_key(tmp_path, monkeypatch, argv_of_start):
+    sent = []
     s = Server("e2b", "patched", tmp_path / "log", admin_key=server.admin_key())
-    with pytest.raises(Started):
-        s.start()
-    (argv,) = started
+    argv = argv_of_start(s)
     assert argv[argv.index("--admin-api-key") + 1] == s.admin_key and argv.index("--admin-api-key") < argv.index("--")
     monkeypatch.setattr(server, "http_json", lambda *a, **k: sent.append((a, k)) or (200, ""))
     s.admin_json("POST", "/start_profile", {"num_steps": 1})

@@ -151,22 +151,9 @@ def test_the_shell_preset_is_the_launcher(tmp_path):
     assert [line[1:] for line in lines] == [c[1:] for c in dry_run(*argv)]  # [0]: the interpreter
 
 
-def test_a_harness_server_starts_from_an_argument_list(tmp_path, monkeypatch):
-    started = []
-
-    class Started(Exception):
-        pass
-
-    def popen(argv, **kwargs):
-        started.append(argv)
-        raise Started
-
-    monkeypatch.setattr(server, "port_taken", lambda port: False)
-    monkeypatch.setattr(server.subprocess, "Popen", popen)
+def test_a_harness_server_starts_from_an_argument_list(tmp_path, argv_of_start):
     s = Server("e2b", "patched", tmp_path / "log", model="/ck pt", extra=["--served-model-name", "a b; rm -rf x"])
-    with pytest.raises(Started):
-        s.start()
-    (argv,) = started
+    argv = argv_of_start(s)
     assert argv[:3] == ["bash", "-c", '. "$0" && exec "$@"'] and argv[3].endswith("env-patched.sh")
     assert argv[4:] == [str(server.LAUNCH), "e2b", "--port", "30000", "--model", "/ck pt", "--",
                         "--served-model-name", "a b; rm -rf x"]
