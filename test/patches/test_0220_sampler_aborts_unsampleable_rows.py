@@ -84,54 +84,13 @@ def test_good_batch_flags_nothing():
     assert out.next_token_unsampleable.tolist() == [False, False, False]
 
 
-class Streamer:
-    def __init__(self):
-        self.streamed = []
-
-    def stream_output(self, reqs, return_logprob):
-        self.streamed.append(list(reqs))
-
-
-def test_scheduler_aborts_only_the_flagged_request(monkeypatch):
-    from dataclasses import fields
-
+def test_scheduler_aborts_only_the_flagged_request(decoding_req, decode_step):
     from sglang.srt.managers.schedule_batch import FINISH_ABORT
-    from sglang.srt.managers.scheduler_components import batch_result_processor as brp
-    from sglang.srt.managers.utils import GenerationBatchResult
 
-    class FakeReq:
-        def __init__(self, rid):
-            self.rid, self.output_ids, self.to_finish, self.finished_reason = rid, [], None, None
-            self.return_logprob = self.return_sampling_mask = self.return_hidden_states = False
-            self.grammar = None
-            self.time_stats = SimpleNamespace(set_last_decode_finish_time=lambda: None)
-
-        def finished(self):
-            return self.finished_reason is not None
-
-        def update_finish_state(self, new_accepted_len=1):
-            if self.to_finish:
-                self.finished_reason, self.to_finish = self.to_finish, None
-
-    reqs = [FakeReq("good"), FakeReq("bad")]
-    batch = SimpleNamespace(reqs=reqs, spec_algorithm=SimpleNamespace(is_none=lambda: True),
-                            return_logprob=False, batch_size=lambda: 2)
+    reqs = [decoding_req("good"), decoding_req("bad")]
     logits = LogitsProcessorOutput(next_token_logits=None)
     logits.next_token_unsampleable = torch.tensor([False, True])
-    result = GenerationBatchResult(logits_output=logits, next_token_ids=torch.tensor([7, 0]))
-
-    cls = brp.SchedulerBatchResultProcessor
-    monkeypatch.setattr(brp, "get_observability", lambda: SimpleNamespace(enable_metrics=False))
-    monkeypatch.setattr(cls, "_maybe_update_reasoning_tokens", lambda self, req, tok: None)
-    monkeypatch.setattr(cls, "_handle_finish_state_updated_req", lambda self, *a: None)
-    parts = {f.name: None for f in fields(cls)}
-    parts.update(
-        enable_overlap=False, enable_overlap_mlx=False, output_streamer=Streamer(),
-        metrics_reporter=SimpleNamespace(num_generated_tokens=0, forward_ct_decode=0,
-                                         report_decode_stats=lambda *a, **k: None),
-        token_to_kv_pool_allocator=SimpleNamespace(free_group_begin=lambda: None,
-                                                   free_group_end=lambda: None))
-    cls(**parts).process_batch_result_decode(batch, result)
+    decode_step(reqs, logits, torch.tensor([7, 0]))
 
     assert reqs[0].finished_reason is None and reqs[0].output_ids == [7]
     bad = reqs[1].finished_reason
