@@ -5,10 +5,9 @@ import functools
 import json
 import math
 import random
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from stand_in import JsonHandler, serving
 
 from sglang_gemma4.gpu import fuzz
 
@@ -153,7 +152,7 @@ def test_verdict(counts, alive, good, drained, passed):
     assert fuzz.verdict(counts, alive, good, drained) is passed
 
 
-class StandIn(BaseHTTPRequestHandler):
+class StandIn(JsonHandler):
     """Rejects every request (or answers 500 to one in ten, when told to), serves the probe and
     logs its decode lines as a scheduler would."""
 
@@ -176,16 +175,6 @@ class StandIn(BaseHTTPRequestHandler):
     def do_GET(self):  # /health
         self.answer(200, {})
 
-    def answer(self, status, body):
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
 
 def stand_in_run(tmp_path, monkeypatch, fail_some: bool, time_limit: float = 300) -> tuple[bool, dict]:
     monkeypatch.setattr(fuzz.time, "sleep", lambda s: None)
@@ -193,13 +182,8 @@ def stand_in_run(tmp_path, monkeypatch, fail_some: bool, time_limit: float = 300
     log.write_text("")
     monkeypatch.setattr(StandIn, "log_path", log)
     monkeypatch.setattr(StandIn, "fail_some", fail_some)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), StandIn)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        passed = fuzz.run(f"http://127.0.0.1:{server.server_address[1]}", log, tmp_path, count=40, seed=5,
-                          vocab=VOCAB, workers=4, time_limit=time_limit)
-    finally:
-        server.shutdown()
+    with serving(StandIn) as url:
+        passed = fuzz.run(url, log, tmp_path, count=40, seed=5, vocab=VOCAB, workers=4, time_limit=time_limit)
     return passed, json.loads((tmp_path / "fuzz.json").read_text())
 
 

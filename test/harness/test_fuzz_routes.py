@@ -5,10 +5,9 @@ client disconnects, witnesses, the probe and the verdict written to fuzz-routes.
 
 import json
 import random
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from stand_in import JsonHandler, serving
 
 from sglang_gemma4.gpu import fuzz, routes
 
@@ -91,7 +90,7 @@ def test_answers_are_classified(path, method, status, dropped, raw, outcome):
     assert fuzz.classify_case(case, status, "{}", dropped=dropped, raw=raw) == outcome
 
 
-class StandIn(BaseHTTPRequestHandler):
+class StandIn(JsonHandler):
     """Answers every request 400 (or 500 to some, when told to) except the probe, the witnesses and
     /health; logs the probe's decode lines as a scheduler would; may abort witnesses."""
 
@@ -123,16 +122,6 @@ class StandIn(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = handle_one
 
-    def answer(self, status, body):
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
 
 def decode_line(second: int) -> str:
     return (f"[2026-11-27 10:00:{second:02d}] Decode batch, #running-req: 1, #full token: 40, full token usage: 0.00, "
@@ -146,13 +135,8 @@ def stand_in_run(tmp_path, monkeypatch, fail_some=False, abort_witnesses=False) 
     log.write_text("")
     for name, value in (("log_path", log), ("fail_some", fail_some), ("abort_witnesses", abort_witnesses)):
         monkeypatch.setattr(StandIn, name, value)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), StandIn)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        passed = fuzz.run_routes(f"http://127.0.0.1:{server.server_address[1]}", log, tmp_path, count=150, seed=9,
-                                 vocab=VOCAB, workers=4, admin_key="k")
-    finally:
-        server.shutdown()
+    with serving(StandIn) as url:
+        passed = fuzz.run_routes(url, log, tmp_path, count=150, seed=9, vocab=VOCAB, workers=4, admin_key="k")
     return passed, json.loads((tmp_path / "fuzz-routes.json").read_text())
 
 

@@ -6,10 +6,9 @@ import functools
 import json
 import math
 import random
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from stand_in import JsonHandler, serving
 
 from sglang_gemma4.gpu import fuzz, sampling_fuzz
 
@@ -94,7 +93,7 @@ def test_judge(kind, outcome, passed):
     assert sampling_fuzz.judge(kind, outcome) is passed
 
 
-class StandIn(BaseHTTPRequestHandler):
+class StandIn(JsonHandler):
     """Serves good requests, refuses hostile ones (400), and answers 500 to some hostile ones when told."""
 
     log_path = None
@@ -123,17 +122,6 @@ class StandIn(BaseHTTPRequestHandler):
     def do_GET(self):  # /health
         self.answer(200, {})
 
-    def answer(self, status, body, events=None):
-        data = (json.dumps(body).encode() if events is None
-                else "".join(f"data: {e if e == '[DONE]' else json.dumps(e)}\n\n" for e in events).encode())
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
 
 def decode_line(tokens: int) -> str:
     return (f"[2026-11-24 10:00:01] Decode batch, #running-req: 1, #full token: {tokens}, "
@@ -149,13 +137,8 @@ def stand_in_run(tmp_path, monkeypatch, fail_hostile=False, refuse_good=False):
     monkeypatch.setattr(StandIn, "log_path", log)
     monkeypatch.setattr(StandIn, "fail_hostile", fail_hostile)
     monkeypatch.setattr(StandIn, "refuse_good", refuse_good)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), StandIn)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        passed = sampling_fuzz.run(f"http://127.0.0.1:{server.server_address[1]}", log, tmp_path, count=32,
-                                   seed=5, vocab=512, workers=4)
-    finally:
-        server.shutdown()
+    with serving(StandIn) as url:
+        passed = sampling_fuzz.run(url, log, tmp_path, count=32, seed=5, vocab=512, workers=4)
     return passed, json.loads((tmp_path / "sampling_fuzz.json").read_text())
 
 
