@@ -532,6 +532,13 @@ def serving(url: str) -> bool:
         return False
 
 
+def write_summary(out: Path, name: str, summary: dict, unprinted=()) -> None:
+    """Writes a run's summary to out/name and prints it without its long lists."""
+    (out / name).write_text(json.dumps(summary, indent=1))
+    hidden = ("failures", "probe_decode_lines", *unprinted)
+    print(json.dumps({k: v for k, v in summary.items() if k not in hidden}, indent=1))
+
+
 def run(url: str, log_path: Path, out: Path, count: int, seed: int, vocab: int, workers: int,
         alive=None, time_limit: float = 300) -> bool:
     rng = random.Random(seed)
@@ -565,8 +572,7 @@ def run(url: str, log_path: Path, out: Path, count: int, seed: int, vocab: int, 
                "server_deaths": 0 if server_alive else 1, "answers_5xx": counts.get("server-error", 0),
                "good_request_answered": good_answered, "pool_drained": drained, "probe_decode_lines": lines,
                "failures": failures[:30], "verdict": "PASS" if passed else "FAIL"}
-    (out / "fuzz.json").write_text(json.dumps(summary, indent=1))
-    print(json.dumps({k: v for k, v in summary.items() if k not in ("failures", "probe_decode_lines")}, indent=1))
+    write_summary(out, "fuzz.json", summary)
     return passed
 
 
@@ -760,57 +766,75 @@ def run_routes(url: str, log_path: Path, out: Path, count: int, seed: int, vocab
                "good_request_answered": good_answered, "pool_drained": drained, "probe_decode_lines": lines,
                "failures": failures[:30], "witness_failures": witness_failures[:10],
                "verdict": "PASS" if passed else "FAIL"}
-    (out / "fuzz-routes.json").write_text(json.dumps(summary, indent=1))
-    print(json.dumps({k: v for k, v in summary.items() if k not in ("failures", "probe_decode_lines", "by_route",
-                                                                    "witness_failures")}, indent=1))
+    write_summary(out, "fuzz-routes.json", summary, unprinted=("by_route", "witness_failures"))
     return passed
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def server_parser(description: str, requests: int, workers: int, time_limit: float,
+                  workers_help: str | None = None) -> argparse.ArgumentParser:
+    """The options of a run against a server: the server (--url and --log, or --start), --out,
+    the run's size, its seed and --dry-run. parse_run_args checks them."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default="http://127.0.0.1:30000")
     parser.add_argument("--log", help="the server's log (needed with --url: the pool is read from it)")
     parser.add_argument("--start", metavar="VARIANT", help="start this variant's patched server (dummy weights) first")
     parser.add_argument("--out", required=True)
-    parser.add_argument("--requests", type=int, default=600)
+    parser.add_argument("--requests", type=int, default=requests)
     parser.add_argument("--seed", type=int, help="default: a random one, printed and recorded")
     parser.add_argument("--vocab", type=int, default=262144)
-    parser.add_argument("--workers", type=int, default=8)
-    parser.add_argument("--time-limit", type=float, default=300, help="seconds after which no request is sent")
+    parser.add_argument("--workers", type=int, default=workers, help=workers_help)
+    parser.add_argument("--time-limit", type=float, default=time_limit, help="seconds after which no request is sent")
+    parser.add_argument("--dry-run", action="store_true", help="print the started server's command line instead")
+    return parser
+
+
+def parse_run_args(parser: argparse.ArgumentParser) -> argparse.Namespace:
+    args = parser.parse_args()
+    if not args.start and not args.log:
+        parser.error("give --start VARIANT, or --log with the server's log for the pool check")
+    return args
+
+
+def run_against_server(args: argparse.Namespace, server: Server | None, name: str, fuzz_run) -> int:
+    """--dry-run prints the server's command line; else fuzz_run(url, log_path, seed, alive=...,
+    time_limit=...) runs with --seed (or a random seed, printed) against the started server or
+    --url, writing into --out. Returns the exit status."""
+    if args.dry_run:
+        if server:
+            print(server.describe())
+        return 0
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    print(f"{name}: seed {seed}")
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    if server:
+        with server:
+            passed = fuzz_run(server.url, server.log_path, seed, alive=lambda: server.process.poll() is None,
+                              time_limit=args.time_limit)
+    else:
+        passed = fuzz_run(args.url, Path(args.log), seed, time_limit=args.time_limit)
+    return 0 if passed else 1
+
+
+def main() -> int:
+    parser = server_parser(__doc__, requests=600, workers=8, time_limit=300)
     parser.add_argument("--routes", action="store_true",
                         help="v2: every route of gpu/routes.py, raw HTTP abuse, disconnects and witnesses "
                              "(writes fuzz-routes.json)")
     parser.add_argument("--admin-key", help="with --url: the server's --admin-api-key (with --start: one is made)")
-    parser.add_argument("--dry-run", action="store_true", help="print the started server's command line instead")
-    args = parser.parse_args()
-    if not args.start and not args.log:
-        parser.error("give --start VARIANT, or --log with the server's log for the pool check")
+    args = parse_run_args(parser)
     out = Path(args.out)
     extra = list(NO_GRAPHS)
     if args.routes and args.start:
         args.admin_key = ADMIN_KEY
         extra += ["--admin-api-key", ADMIN_KEY]
     server = Server(args.start, "patched", out / f"{args.start}-patched.log", extra=extra) if args.start else None
-    if args.dry_run:
-        if server:
-            print(server.describe())
-        return 0
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
-    print(f"fuzz: seed {seed}")
-    out.mkdir(parents=True, exist_ok=True)
     if args.routes:
-        def fuzz_run(url, log_path, **kw):
+        def fuzz_run(url, log_path, seed, **kw):
             return run_routes(url, log_path, out, args.requests, seed, args.vocab, args.workers, args.admin_key, **kw)
     else:
-        def fuzz_run(url, log_path, **kw):
+        def fuzz_run(url, log_path, seed, **kw):
             return run(url, log_path, out, args.requests, seed, args.vocab, args.workers, **kw)
-    if server:
-        with server:
-            passed = fuzz_run(server.url, server.log_path, alive=lambda: server.process.poll() is None,
-                              time_limit=args.time_limit)
-    else:
-        passed = fuzz_run(args.url, Path(args.log), time_limit=args.time_limit)
-    return 0 if passed else 1
+    return run_against_server(args, server, "fuzz", fuzz_run)
 
 
 if __name__ == "__main__":

@@ -14,8 +14,6 @@ afterwards the KV pool has drained and a probe request is answered (gpu/fuzz.py'
 DIR/sampling_fuzz.json, with the slowest good answer.
 """
 
-import argparse
-import json
 import math
 import random
 import time
@@ -157,44 +155,22 @@ def run(url: str, log_path: Path, out: Path, count: int, seed: int, vocab: int, 
                "slowest_good_seconds": max(good_seconds, default=None),
                "good_request_answered": good_answered, "pool_drained": drained, "probe_decode_lines": lines,
                "failures": [r for r in results if not r["passed"]][:30], "verdict": "PASS" if passed else "FAIL"}
-    (out / "sampling_fuzz.json").write_text(json.dumps(summary, indent=1))
-    print(json.dumps({k: v for k, v in summary.items() if k not in ("failures", "probe_decode_lines")}, indent=1))
+    fuzz.write_summary(out, "sampling_fuzz.json", summary)
     return passed
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--url", default="http://127.0.0.1:30000")
-    parser.add_argument("--log", help="the server's log (needed with --url: the pool is read from it)")
-    parser.add_argument("--start", metavar="VARIANT", help="start this variant's patched server (dummy weights) first")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--requests", type=int, default=400)
-    parser.add_argument("--seed", type=int, help="default: a random one, printed and recorded")
-    parser.add_argument("--vocab", type=int, default=262144)
-    parser.add_argument("--workers", type=int, default=16, help="requests in flight at once (one round)")
-    parser.add_argument("--time-limit", type=float, default=400, help="seconds after which no request is sent")
-    parser.add_argument("--dry-run", action="store_true", help="print the started server's command line instead")
-    args = parser.parse_args()
-    if not args.start and not args.log:
-        parser.error("give --start VARIANT, or --log with the server's log for the pool check")
+    parser = fuzz.server_parser(__doc__, requests=400, workers=16, time_limit=400,
+                                workers_help="requests in flight at once (one round)")
+    args = fuzz.parse_run_args(parser)
     out = Path(args.out)
     server = (Server(args.start, "patched", out / f"{args.start}-patched.log", extra=list(NO_GRAPHS))
               if args.start else None)
-    if args.dry_run:
-        if server:
-            print(server.describe())
-        return 0
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
-    print(f"sampling fuzz: seed {seed}")
-    out.mkdir(parents=True, exist_ok=True)
-    if server:
-        with server:
-            passed = run(server.url, server.log_path, out, args.requests, seed, args.vocab, args.workers,
-                         alive=lambda: server.process.poll() is None, time_limit=args.time_limit)
-    else:
-        passed = run(args.url, Path(args.log), out, args.requests, seed, args.vocab, args.workers,
-                     time_limit=args.time_limit)
-    return 0 if passed else 1
+
+    def fuzz_run(url, log_path, seed, **kw):
+        return run(url, log_path, out, args.requests, seed, args.vocab, args.workers, **kw)
+
+    return fuzz.run_against_server(args, server, "sampling fuzz", fuzz_run)
 
 
 if __name__ == "__main__":
