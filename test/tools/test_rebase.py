@@ -154,8 +154,9 @@ def test_upstream_by_text_is_proposed_and_dropped(checkout, up, tmp_path):
     assert f"# 0010-landed.patch: dropped in the move to sglang {NEW_VERSION}: already upstream (text)" in series
     assert series.splitlines()[1].endswith("; global_config.py has it")
     assert "0020-clean.patch" in series.split("dropped")[-1]
-    readme = (checkout.root / "README.md").read_text()  # the dropped table, generated from that comment
-    assert f"| 0010-landed | in the move to {NEW_VERSION} | already upstream (text)" in readme
+    dropped = (checkout.root / "docs" / "dropped-patches.md").read_text()  # generated from that comment
+    assert f"| 0010-landed | in the move to {NEW_VERSION} | already upstream (text)" in dropped
+    readme = (checkout.root / "README.md").read_text()
     assert f"No run on sglang {NEW_VERSION} yet" in readme  # the results table too
 
 
