@@ -14,6 +14,7 @@
   rebase-check  report how the series fares on a newer release, changing nothing
   drift-status  fail if the kept drift report was made for another series
   port-check    check a port (ports/X): in step with the series, applies exactly, its CPU tests pass
+  port-build    the port's patched wheel in dist/
   verify-tests  prove each patch's tests fail without it and pass with it
   version       print the local version that names the current series
   readme        rewrite README.md's patch and results tables, benchmark_results/README.md and the
@@ -241,6 +242,11 @@ def cmd_port_check(stack: Stack, args) -> int:
     return 1 if problems else 0
 
 
+def cmd_port_build(stack: Stack, args) -> int:
+    port.build(stack.layout, args.port, args.python)
+    return 0
+
+
 def cmd_verify_tests(stack: Stack, args) -> int:
     ok = verify.verify_tests(stack.layout.root, stack.work, stack.series.patches(), args.python)
     return 0 if ok else 1
@@ -357,6 +363,10 @@ def parser() -> argparse.ArgumentParser:
     pc.add_argument("--write", action="store_true", help="rewrite the port's results.json and REPORT.md")
     pc.add_argument("--skip-tests", action="store_true", help="only the data and apply checks")
     pc.set_defaults(run=cmd_port_check)
+    pb = sub.add_parser("port-build", help="write the port's patched wheel to dist/ (ports/VERSION)")
+    pb.add_argument("--port", required=True, metavar="VERSION", help="the port's release, e.g. 0.5.23")
+    pb.add_argument("--python", help="the wheel's Python, e.g. 3.12 (default: this interpreter's)")
+    pb.set_defaults(run=cmd_port_build)
     v = sub.add_parser("verify-tests", help="each patch's tests fail without it and pass with it")
     v.add_argument("--python", default=sys.executable, help="interpreter with the test requirements")
     v.set_defaults(run=cmd_verify_tests)

@@ -31,7 +31,8 @@ from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.pin import Pin
 from sglang_gemma4.stack.series import Series
 from sglang_gemma4.stack.verify import TREE_ENV
-from sglang_gemma4.stack.worktree import base_message, commit_directory, git_apply, unpack_wheel
+from sglang_gemma4.stack.worktree import (STATE_FILE, AppliedPatch, State, base_message, commit_directory, git_apply,
+                                          unpack_wheel)
 
 PORT_FILE, RESULTS, REPORT = "port.toml", "results.json", "REPORT.md"
 UPSTREAM, SUPERSEDED, NOT_YET = "upstream already", "superseded", "not yet ported"
@@ -154,7 +155,8 @@ class PatchResult:
 
 def build_tree(port: Port, wheel: Path, tree: Path) -> tuple[list[PatchFile], list[PatchResult]]:
     """tree = the release + one commit per port patch, each applied exactly (stops at the first
-    that does not: the ones after it are reported as not applied)."""
+    that does not: the ones after it are reported as not applied).  Its state file is a work
+    tree's (worktree.py), so build.py can make the port's wheel from it."""
     shutil.rmtree(tree, ignore_errors=True)
     tree.mkdir(parents=True)
     git = Git(tree)
@@ -167,6 +169,7 @@ def build_tree(port: Port, wheel: Path, tree: Path) -> tuple[list[PatchFile], li
     head = commit_directory(git, staging, base_message(port.pin, port.pin.wheel()))
     shutil.rmtree(staging)
     git.run("reset", "-q", "--hard", head)
+    state = State(version=port.pin.version, wheel_file=wheel.name, wheel_sha256=port.pin.wheel().sha256, base=head)
     patches = [PatchFile.read(port.patches_dir / name) for name in _names(port)]
     results = []
     broken = ""
@@ -184,8 +187,27 @@ def build_tree(port: Port, wheel: Path, tree: Path) -> tuple[list[PatchFile], li
         tree_id = git.out("write-tree")
         head = git.commit_tree(tree_id, head, patch.commit_message(), patch.fields.get("Author"))
         git.run("reset", "-q", "--hard", head)
+        state.applied.append(AppliedPatch(patch.name, patch.sha256, head))
         results.append(PatchResult(patch.name, "exactly"))
+    (tree / ".git" / STATE_FILE).write_text(json.dumps(asdict(state), indent=1))
     return patches, results
+
+
+def build(layout: Layout, release: str, python: str | None, log=print) -> Path:
+    """dist/sglang-<release>+gemma4.g<hash>-*.whl: the release's wheel with the port's series in."""
+    from sglang_gemma4.stack.build import build_wheel
+    from sglang_gemma4.stack.fetch import fetch_wheel
+    from sglang_gemma4.stack.worktree import WorkTree
+
+    port = Port.load(port_dir(layout, release))
+    wheel = port.pin.wheel(python)
+    path = fetch_wheel(port.pin, wheel, layout.cache_dir, log)
+    tree = layout.root / "work" / "ports" / release
+    patches, results = build_tree(port, path, tree)
+    broken = [f"{r.name} {r.applies}" for r in results if r.applies != "exactly"]
+    if broken:
+        raise StackError("the port does not apply: " + "; ".join(broken))
+    return build_wheel(WorkTree(tree), port.pin, wheel, path, patches, layout.dist_dir, log)
 
 
 def gpu_tests(root: Path, tree: Path, patch: PatchFile, python: str) -> list[str]:
