@@ -99,13 +99,15 @@ def test_the_port_and_the_drift_report_must_agree(tmp_path):
         {"name": "0020-b.patch", "verdict": "already upstream (tests)"},
         {"name": "0030-c.patch", "verdict": "conflicts with upstream"},
         {"name": "0040-d.patch", "verdict": "conflicts with upstream"},
+        {"name": "0050-e.patch", "verdict": "applies"},
     ]}))
     p = _port(tmp_path, {"0020-b.patch": "0" * 64},
-              {"0010-a.patch": "not yet ported: no time", "0030-c.patch": "upstream already: it is",
-               "0040-d.patch": "not yet ported: conflicts"}, patches={"0020-b.patch": _patch("b")})
+              {"0010-a.patch": "not yet ported: its hunks conflict", "0030-c.patch": "upstream already: it is",
+               "0040-d.patch": "not yet ported: conflicts",
+               "0050-e.patch": "not yet ported: its tests need adapting"}, patches={"0020-b.patch": _patch("b")})
     problems = port.drift_problems(p, drift)
     assert len(problems) == 3
-    assert "0010-a.patch 'applies at offsets', the port has it 'not yet ported'" in problems[0]
+    assert "0010-a.patch 'applies at offsets', the port says it is not ported for a conflict" in problems[0]
     assert "0020-b.patch 'already upstream (tests)', the port keeps it" in problems[1]
     assert "0030-c.patch 'conflicts with upstream', the port drops it as 'upstream already'" in problems[2]
     assert port.drift_problems(p, tmp_path / "missing.json") == []
