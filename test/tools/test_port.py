@@ -162,3 +162,32 @@ def test_the_kept_port_is_consistent_with_the_series():
     assert port.drift_problems(p, root / "docs" / "drift" / "sglang-0.5.23.json") == []
     for name in port._names(p):
         assert PatchFile.read(p.patches_dir / name).header == PatchFile.read(root / "patches" / name).header
+
+
+def test_check_compares_the_report_and_a_new_dropped_line_needs_only_a_re_render(tmp_path, checkout):
+    path = "python/sglang/version.py"
+    old = checkout.upstream_file(path)
+    good = make_patch("good", path, old, old + "# ported\n")
+    root = checkout.root
+    _main(root, {"0010-good.patch": good})
+    wheel = checkout.pin.wheel()
+    p = _port(root, {"0010-good.patch": _sha(good)}, {}, patches={"0010-good.patch": good},
+              wheel=(wheel.file, wheel.sha256))
+    (p.directory / port.RESULTS).write_text(json.dumps(port.results_data(
+        [port.PatchResult("0010-good.patch", "exactly", "passed", 1)], [])))
+    problems = port.check(checkout.layout, "9.9.9", None, write=False, run_tests_too=False, log=lambda *_: None)
+    assert len(problems) == 1 and "REPORT.md is not the report of 9.9.9's data" in problems[0]
+    assert port.check(checkout.layout, "9.9.9", None, write=True, run_tests_too=False, log=lambda *_: None) == []
+    assert port.check(checkout.layout, "9.9.9", None, write=False, run_tests_too=False, log=lambda *_: None) == []
+    # a new patch on main: one line under [dropped], then the report re-rendered without tests
+    _main(root / "next", {"0010-good.patch": good, "0230-new.patch": _patch("new")})
+    for f in (root / "next" / "patches").iterdir():
+        (root / "patches" / f.name).write_text(f.read_text())
+    problems = port.check(checkout.layout, "9.9.9", None, write=False, run_tests_too=False, log=lambda *_: None)
+    assert any("0230-new.patch is neither in the port nor in its [dropped] table" in x for x in problems)
+    toml = p.directory / port.PORT_FILE
+    toml.write_text(toml.read_text().replace("[dropped]\n", '[dropped]\n"0230-new.patch" = "not yet ported: new"\n'))
+    problems = port.check(checkout.layout, "9.9.9", None, write=False, run_tests_too=False, log=lambda *_: None)
+    assert len(problems) == 1 and "REPORT.md" in problems[0]
+    assert port.check(checkout.layout, "9.9.9", None, write=True, run_tests_too=False, log=lambda *_: None) == []
+    assert "| 0230-new.patch | not in the report | not yet ported: new |" in (p.directory / port.REPORT).read_text()

@@ -322,7 +322,8 @@ def port_dir(layout: Layout, release: str) -> Path:
 def check(layout: Layout, release: str, python: str | None, write: bool, run_tests_too: bool = True,
           log=print) -> list[str]:
     """Every problem of the port (empty: it is in step, applies exactly and its CPU tests pass).
-    With `write`, results.json and REPORT.md are rewritten from this run instead of compared."""
+    With `write`, results.json and REPORT.md are rewritten from this run instead of compared; without
+    the tests, REPORT.md is checked (or rewritten) against the recorded results.json."""
     from sglang_gemma4.stack import testenv
     from sglang_gemma4.stack.fetch import fetch_all
 
@@ -348,8 +349,36 @@ def check(layout: Layout, release: str, python: str | None, write: bool, run_tes
         elif run_tests_too and not result.ok:
             problems.append(f"{result.name}: CPU tests on {release}: {result.tests}"
                             + (f" (first error: {result.first_error})" if result.first_error else ""))
-    if not run_tests_too:
+    drift = json.loads(drift_path.read_text()) if drift_path.is_file() else None
+    main_names = list(Series.load(layout.patches_dir).names)
+    results_file, report_file = port.directory / RESULTS, port.directory / REPORT
+    recorded = json.loads(results_file.read_text()) if results_file.is_file() else None
+    if run_tests_too:
+        data = results_data(results, env_notes)
+        # The patches' outcomes must be this run's; the environment notes may differ by machine
+        # (another nearest version), so the report is compared with the recorded data's.
+        if not write and (not recorded or recorded["patches"] != data["patches"]):
+            problems.append(f"{results_file.relative_to(layout.root)} differs from this run's outcomes: "
+                            f"make port-check PORT={release} WRITE=1, and commit it")
+        if write:
+            results_file.write_text(json.dumps(data, indent=1) + "\n")
+            recorded = data
+    elif recorded and [r["name"] for r in recorded["patches"]] != [r.name for r in results]:
+        problems.append(f"{results_file.relative_to(layout.root)} records other patches than the port's series: "
+                        f"make port-check PORT={release} WRITE=1 (with the tests)")
+    if recorded is None:
+        problems.append(f"no {results_file.relative_to(layout.root)}: make port-check PORT={release} WRITE=1")
         return problems
+    report = render_report(port, recorded, drift, main_names)
+    if write:
+        report_file.write_text(report)
+        log(f"port-check: wrote {report_file.relative_to(layout.root)}" + (" and its results.json" if run_tests_too else
+                                                                              " from the recorded results.json"))
+    elif not report_file.is_file() or report_file.read_text() != report:
+        problems.append(f"{report_file.relative_to(layout.root)} is not the report of {port.directory.name}'s data: "
+                        f"make port-check PORT={release} WRITE=1 (TESTS=0 re-renders it from the recorded results), "
+                        "and commit it")
+    return problems
     data = results_data(results, env_notes)
     drift = json.loads(drift_path.read_text()) if drift_path.is_file() else None
     main_names = list(Series.load(layout.patches_dir).names)
