@@ -168,10 +168,11 @@ def build_tree(port: Port, wheel: Path, tree: Path) -> tuple[list[PatchFile], li
     staging = tree.parent / f".{tree.name}.unpack"
     shutil.rmtree(staging, ignore_errors=True)
     unpack_wheel(wheel, staging)
-    head = commit_directory(git, staging, base_message(port.pin, port.pin.wheel()))
+    pinned = next((w for w in port.pin.wheels if w.file == wheel.name), port.pin.wheel())
+    head = commit_directory(git, staging, base_message(port.pin, pinned))
     shutil.rmtree(staging)
     git.run("reset", "-q", "--hard", head)
-    state = State(version=port.pin.version, wheel_file=wheel.name, wheel_sha256=port.pin.wheel().sha256, base=head)
+    state = State(version=port.pin.version, wheel_file=pinned.file, wheel_sha256=pinned.sha256, base=head)
     patches = [PatchFile.read(port.patches_dir / name) for name in _names(port)]
     results = []
     broken = ""
