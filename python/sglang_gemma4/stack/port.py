@@ -1,6 +1,7 @@
 """A port: the series refreshed for a newer sglang release, kept beside the served pin.
 
-    ports/<release>/port.toml       [upstream] the release's wheels (as upstream.toml); [testenv] keep:
+    ports/<release>/port.toml       [upstream] the release's wheels (as upstream.toml); [report] notes:
+                                    findings the report lists; [testenv] keep:
                                     packages its CPU test env keeps at test/requirements-cpu.txt's
                                     version, with the reason; [ported] each patch of the port -> the
                                     sha256 of the main patch it was ported from; [dropped] each main
@@ -53,6 +54,7 @@ class Port:
     ported: dict[str, str]  # port patch name -> sha256 of the main patch it came from
     dropped: dict[str, str]  # main patch name -> "<kind>: <why>"
     behind: dict[str, str]  # ported patch name -> why main's newer version is not in the port
+    notes: tuple[str, ...] = ()  # findings about the release that the report carries
 
     @property
     def release(self) -> str:
@@ -70,7 +72,8 @@ class Port:
         except (OSError, tomllib.TOMLDecodeError) as e:
             raise StackError(f"{path}: cannot read the port ({e})") from e
         return cls(directory, Pin.load(path), dict(data.get("testenv", {}).get("keep", {})),
-                   dict(data.get("ported", {})), dict(data.get("dropped", {})), dict(data.get("behind", {})))
+                   dict(data.get("ported", {})), dict(data.get("dropped", {})), dict(data.get("behind", {})),
+                   tuple(data.get("report", {}).get("notes", ())))
 
 
 def drop_kind(reason: str) -> str:
@@ -301,6 +304,8 @@ def render_report(port: Port, data: dict, drift: dict | None, main_names: list[s
     if unverified:
         lines += ["", "## GPU-marked tests, unverified on this release", ""]
         lines += [f"- {name}: `{test}`" for name, test in unverified]
+    if port.notes:
+        lines += ["", "## Notes on this release", ""] + [f"- {note}" for note in port.notes]
     lines += ["", "## Patches of patches/series not in the port", "", "| patch | drift report | why |", "|---|---|---|"]
     for name in main_names:
         if name in port.dropped:
