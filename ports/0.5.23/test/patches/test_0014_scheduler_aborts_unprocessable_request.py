@@ -4,8 +4,8 @@ would take the scheduler and every request in flight down. The failure is inject
 of Scheduler.handle_generate_request; its collaborators that need a GPU server are stubbed.
 
 sglang 0.5.23's version of test/patches/test_0014_*: its scheduler methods also read the stage
-metrics recorder (None: not recording), the published multimodal and disaggregation configs,
-and the KV events publisher (off)."""
+metrics recorder (None: not recording), the KV events publisher (off) and the published config
+namespaces, which stand in here with every setting off (one pipeline rank, no KV prefetch)."""
 
 from array import array
 from http import HTTPStatus
@@ -31,6 +31,13 @@ class Outbox:
         self.sent.append(output)
 
 
+class AllOff:
+    """A published config namespace with every setting off (None)."""
+
+    def __getattr__(self, name):
+        return None
+
+
 def tokenized(rid: str, **sampling) -> TokenizedGenerateReqInput:
     params = SamplingParams(**{"max_new_tokens": 4, **sampling})
     params.normalize(None)
@@ -51,9 +58,10 @@ def fake_req(rid, input_text, input_ids, sampling_params, **kwargs):
 def scheduler(monkeypatch):
     monkeypatch.setattr(scheduler_module, "Req", fake_req)
     monkeypatch.setattr(scheduler_module, "get_serving", lambda: SimpleNamespace(allow_auto_truncate=False))
-    monkeypatch.setattr(scheduler_module, "get_mm", lambda: SimpleNamespace(mm_feature_transport=None))
-    monkeypatch.setattr(scheduler_module, "get_disagg", lambda: SimpleNamespace(
-        enable_pd_role_switch=False, disaggregation_bootstrap_port=0))
+    for getter in ("get_device", "get_disagg", "get_exec", "get_lora", "get_memory", "get_mm", "get_model",
+                   "get_observability", "get_schedule", "get_spec"):
+        monkeypatch.setattr(scheduler_module, getter, lambda: AllOff())
+    monkeypatch.setattr(scheduler_module, "get_parallel", lambda: SimpleNamespace(pp_rank=0))
     s = object.__new__(Scheduler)
     s.ipc_channels = SimpleNamespace(send_to_tokenizer=Outbox())
     s.waiting_queue = []
@@ -67,6 +75,7 @@ def scheduler(monkeypatch):
     s.metrics_reporter = SimpleNamespace(enable_metrics=False)
     s.scheduler_stage_metrics = None
     s.kv_events_publisher = SimpleNamespace(enable_kv_cache_events=False)
+    s.tree_cache = SimpleNamespace(cache_controller=None)
     s.spec_algorithm = SimpleNamespace(is_dflash_family=lambda: False, is_uno=lambda: False, is_none=lambda: True)
     s.max_req_input_len = 1000
     s._maybe_namespace_elastic_radix_cache = lambda req: None
