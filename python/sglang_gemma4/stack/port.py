@@ -151,7 +151,8 @@ class PatchResult:
     errors: int = 0
     skipped: int = 0
     first_error: str = ""
-    gpu_unverified: list[str] = field(default_factory=list)  # GPU-only test ids, not run on this release
+    gpu_unverified: list[str] = field(default_factory=list)  # GPU-marked tests, not run on this release
+    test_files: list[str] = field(default_factory=list)  # what ran: test/..., or the port's adapted version
 
     @property
     def ok(self) -> bool:
@@ -259,6 +260,7 @@ def run_tests(root: Path, port: Port, tree: Path, patches: list[PatchFile], resu
         tests = port_tests(root, port, patch)
         log(f"port-check: {patch.name}: CPU tests ({', '.join(tests)}) ...")
         run = patchtests.run_patch_tests(root, tree, patch, python, tests=tests)
+        result.test_files = tests
         result.tests, result.passed, result.failed = run.verdict, run.passed, run.failed
         result.errors, result.skipped, result.first_error = run.errors, run.skipped, run.first_error
         result.gpu_unverified = gpu_tests(root, tests)
@@ -296,6 +298,9 @@ def render_report(port: Port, data: dict, drift: dict | None, main_names: list[s
             tests += f" ({r['passed']} passed, {r['failed']} failed, {r['errors']} errors, {r['skipped']} skipped)"
         if r.get("first_error"):
             tests += f"; first error: {r['first_error']}"
+        adapted = [t for t in r.get("test_files", []) if not t.startswith("test/")]
+        if adapted:
+            tests += "; adapted to this release: " + ", ".join(f"`{t}`" for t in adapted)
         gpu = len(r.get("gpu_unverified", []))
         behind = f" (main's newer version not carried: {port.behind[name]})" if name in port.behind else ""
         lines.append(f"| {name}{behind} | {drift_rows.get(name, 'not in the report')} | {r.get('applies', 'not run')} "
