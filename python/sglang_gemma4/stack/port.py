@@ -264,7 +264,7 @@ def run_tests(root: Path, port: Port, tree: Path, patches: list[PatchFile], resu
         result.tests, result.passed, result.failed = run.verdict, run.passed, run.failed
         result.errors, result.skipped, result.first_error = run.errors, run.skipped, run.first_error
         result.gpu_unverified = gpu_tests(root, tests)
-        log(f"port-check: {patch.name}: {run.summary()}; {len(result.gpu_unverified)} GPU-only tests unverified")
+        log(f"port-check: {patch.name}: {run.summary()}; {len(result.gpu_unverified)} GPU-marked tests unverified")
 
 
 def results_data(results: list[PatchResult], env_notes: list[str]) -> dict:
