@@ -14,7 +14,7 @@ TEST_PY := $(TEST_VENV)/bin/python
 APPLY_FLAGS := $(if $(FORCE),--force,)
 
 .DEFAULT_GOAL := all
-.PHONY: all help fetch apply build status version lint readme refresh new rebase rebase-continue rebase-abort rebase-check drift-check test verify-tests bundle serve gpu-parity clean-work clean python-version quilt shellcheck
+.PHONY: all help fetch apply build status version lint readme refresh new rebase rebase-continue rebase-abort rebase-check drift-check port-check port-build test verify-tests bundle serve gpu-parity clean-work clean python-version quilt shellcheck
 
 # A variable a target needs, checked before any of its prerequisites is built.
 require = $(if $(value $(1)),,$(error make $(2): $(1) is missing, e.g. make $(2) $(3)))
@@ -24,6 +24,12 @@ $(call require,SUBJECT,new,NAME=$(NAME) SUBJECT="one line: what the patch does")
 endif
 ifneq ($(filter rebase,$(MAKECMDGOALS)),)
 $(call require,TO,rebase,TO=0.5.23)
+endif
+ifneq ($(filter port-check,$(MAKECMDGOALS)),)
+$(call require,PORT,port-check,PORT=0.5.23)
+endif
+ifneq ($(filter port-build,$(MAKECMDGOALS)),)
+$(call require,PORT,port-build,PORT=0.5.23)
 endif
 ifneq ($(filter rebase-check,$(MAKECMDGOALS)),)
 $(call require,TO,rebase-check,TO=0.5.23)
@@ -101,6 +107,14 @@ rebase-check: $(VENV)/.stamp apply  ## TO=0.5.23 : drift report for a newer rele
 
 drift-check: $(VENV)/.stamp  ## fail if docs/drift/'s report was made for another series than today's
 	$(TOOLS) drift-status
+
+# A port (ports/X): the series refreshed for a newer release, beside the served pin. Its CPU tests
+# run in that release's own CPU environment (built once under .cache/testenv/).
+port-check: $(VENV)/.stamp  ## PORT=0.5.23 : the port applies exactly, its CPU tests pass, it is not older than patches/ (WRITE=1 rewrites its REPORT.md)
+	$(TOOLS) port-check --port "$(PORT)" $(if $(WRITE),--write,) $(if $(filter 0,$(TESTS)),--skip-tests,)
+
+port-build: $(VENV)/.stamp  ## PORT=0.5.23 : dist/sglang-<PORT>+gemma4.<hash>-*.whl from the port (PYTHON_TARGET=3.12 for the GPU host)
+	$(TOOLS) port-build --port "$(PORT)" $(if $(PYTHON_TARGET),--python $(PYTHON_TARGET),)
 
 bundle: apply  ## dist/bundle/: offline archive for the GPU host (scripts/gpu/setup.sh installs it)
 	$(TOOLS) bundle

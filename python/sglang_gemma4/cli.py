@@ -13,6 +13,8 @@
                 repository's files and prints a checklist
   rebase-check  report how the series fares on a newer release, changing nothing
   drift-status  fail if the kept drift report was made for another series
+  port-check    check a port (ports/X): in step with the series, applies exactly, its CPU tests pass
+  port-build    the port's patched wheel in dist/
   verify-tests  prove each patch's tests fail without it and pass with it
   version       print the local version that names the current series
   readme        rewrite README.md's patch and results tables, benchmark_results/README.md and the
@@ -33,8 +35,8 @@ import tempfile
 from pathlib import Path
 
 from sglang_gemma4.gpu.variants import ARCHS, VARIANTS
-from sglang_gemma4.stack import (bundle, drift, export, lint, readme_table, rebase, rebase_finish, result_archive,
-                                  result_text, testenv, verify)
+from sglang_gemma4.stack import (bundle, drift, export, lint, port, readme_table, rebase, rebase_finish,
+                                  result_archive, result_text, testenv, verify)
 from sglang_gemma4.stack.build import build_wheel
 from sglang_gemma4.stack.errors import StackError
 from sglang_gemma4.stack.fetch import download_release, fetch_all, fetch_wheel
@@ -230,6 +232,21 @@ def cmd_drift_status(stack: Stack, args) -> int:
     return 1 if stale else 0
 
 
+def cmd_port_check(stack: Stack, args) -> int:
+    problems = port.check(stack.layout, args.port, args.python, args.write, not args.skip_tests)
+    for line in problems:
+        print(f"port-check: {line}")
+    if not problems:
+        print(f"port-check: ports/{args.port} is in step with patches/series, applies exactly"
+              + (", and its CPU tests pass" if not args.skip_tests else " (tests not run)"))
+    return 1 if problems else 0
+
+
+def cmd_port_build(stack: Stack, args) -> int:
+    port.build(stack.layout, args.port, args.python)
+    return 0
+
+
 def cmd_verify_tests(stack: Stack, args) -> int:
     ok = verify.verify_tests(stack.layout.root, stack.work, stack.series.patches(), args.python)
     return 0 if ok else 1
@@ -333,6 +350,23 @@ def parser() -> argparse.ArgumentParser:
     rc.set_defaults(run=cmd_rebase_check)
     sub.add_parser("drift-status", help="fail if a drift report in docs/drift/ was made for another series"
                    ).set_defaults(run=cmd_drift_status)
+    pc = sub.add_parser("port-check", help="check a port to a newer release (ports/VERSION)",
+                        description="Verify the port's wheels, apply its series exactly onto the release in "
+                        "work/ports/VERSION, run each ported patch's CPU tests there in the release's CPU test "
+                        "environment (.cache/testenv/), and check that every patch of patches/series is ported "
+                        "from its current version or named in the port's [dropped] table, and that the port "
+                        "agrees with docs/drift/. --write rewrites results.json and REPORT.md instead of "
+                        "comparing them.")
+    pc.add_argument("--port", required=True, metavar="VERSION", help="the port's release, e.g. 0.5.23")
+    pc.add_argument("--python", help="run the tests with this interpreter as it is (default: the release's "
+                    "CPU test environment, built once)")
+    pc.add_argument("--write", action="store_true", help="rewrite the port's results.json and REPORT.md")
+    pc.add_argument("--skip-tests", action="store_true", help="only the data and apply checks")
+    pc.set_defaults(run=cmd_port_check)
+    pb = sub.add_parser("port-build", help="write the port's patched wheel to dist/ (ports/VERSION)")
+    pb.add_argument("--port", required=True, metavar="VERSION", help="the port's release, e.g. 0.5.23")
+    pb.add_argument("--python", help="the wheel's Python, e.g. 3.12 (default: this interpreter's)")
+    pb.set_defaults(run=cmd_port_build)
     v = sub.add_parser("verify-tests", help="each patch's tests fail without it and pass with it")
     v.add_argument("--python", default=sys.executable, help="interpreter with the test requirements")
     v.set_defaults(run=cmd_verify_tests)

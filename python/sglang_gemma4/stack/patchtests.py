@@ -89,8 +89,10 @@ def parse_junit(junit: Path) -> TestRun:
     return TestRun(verdict, passed, failed, errors, skipped, first)
 
 
-def run_patch_tests(root: Path, tree: Path, patch: PatchFile, python: str, markers: str = STEP_MARKERS) -> TestRun:
-    tests = test_files(patch)
+def run_patch_tests(root: Path, tree: Path, patch: PatchFile, python: str, markers: str = STEP_MARKERS,
+                    tests: list[str] | None = None) -> TestRun:
+    """`tests`: the files to run instead of the patch's `Tests:` ones (paths under root)."""
+    tests = test_files(patch) if tests is None else tests
     if not tests:
         return TestRun(NO_TESTS)
     missing = [t for t in tests if not (root / t).is_file()]

@@ -84,15 +84,24 @@ def nearest(wanted: str, versions: list[str]) -> str:
 
 
 def plan(requirements_text: str, release_pins: dict[str, str], release: str,
-         available: Callable[[str], list[str]] | None) -> EnvPlan:
-    """The pins of the release's CPU environment (see the module's doc)."""
+         available: Callable[[str], list[str]] | None, keep: dict[str, str] | None = None) -> EnvPlan:
+    """The pins of the release's CPU environment (see the module's doc).  `keep` names packages
+    that stay at requirements-cpu.txt's version whatever the release pins, each with the reason
+    (e.g. no CPU build of the release's torch): the reason is one of the notes."""
     result = EnvPlan({})
+    keep = {canonicalize_name(k): v for k, v in (keep or {}).items()}
     for line in requirements_text.splitlines():
         match = PIN_LINE.match(line.strip())
         if not match:
             continue
         name, current = match.groups()
         wanted = release_pins.get(canonicalize_name(name), current)
+        if canonicalize_name(name) in keep:
+            if wanted != current:
+                result.notes.append(f"{name} {current} instead of {wanted} ({release} pins {wanted}; "
+                                    f"{keep[canonicalize_name(name)]})")
+            result.pins[name] = current
+            continue
         chosen = wanted
         versions = available(name) if available else []
         if versions and wanted not in versions:
@@ -132,9 +141,10 @@ def load(directory: Path) -> TestEnv | None:
     return TestEnv(**json.loads(stamp.read_text()))
 
 
-def ensure(layout: Layout, release: str, wheel: Path, base_python: str = sys.executable, log=print) -> TestEnv:
+def ensure(layout: Layout, release: str, wheel: Path, base_python: str = sys.executable, log=print,
+           keep: dict[str, str] | None = None) -> TestEnv:
     """The release's CPU environment, built first if it is not cached (atomically: a partial
-    environment never sits at its final path)."""
+    environment never sits at its final path).  `keep`: see plan()."""
     version = python_version(base_python)
     directory = env_dir(layout, release, version)
     cached = load(directory)
@@ -143,7 +153,7 @@ def ensure(layout: Layout, release: str, wheel: Path, base_python: str = sys.exe
     requirements = (layout.root / REQUIREMENTS).read_text()
     log(f"test env: planning the CPU environment of sglang {release} (Python {version}) ...")
     env_plan = plan(requirements, wheel_pins(wheel, version), f"sglang {release}",
-                    lambda name: pip_versions(base_python, name))
+                    lambda name: pip_versions(base_python, name), keep)
     for note in env_plan.notes:
         log(f"test env: {note}")
     partial = directory.with_name(directory.name + ".partial")
