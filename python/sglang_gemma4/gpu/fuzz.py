@@ -78,6 +78,10 @@ OPENAI = {"max_tokens": "count", "min_tokens": "count", "n": "choices", "tempera
 COMPLETIONS = {**OPENAI, "logprobs": "top", "echo": "bool", "json_schema": "text"}
 CHAT = {**OPENAI, "max_completion_tokens": "count", "logprobs": "bool", "top_logprobs": "top"}
 CHEAP_MAX_TOKENS = 8  # every request generates at most this many tokens unless its max is a fuzzed field
+# A route's output bound is never dropped from its example: without one a request may rightly generate up
+# to the context window (minutes on random weights) and the fuzzer would take that for a hung server.
+OUTPUT_BOUNDS = {"max_tokens", "max_completion_tokens", "max_output_tokens", "max_new_tokens", "sampling_params",
+                 "options", "parameters"}
 
 
 def _ids(rng: random.Random, vocab: int) -> list:
@@ -339,6 +343,20 @@ def _path(rng: random.Random, path: str) -> str:
     return path
 
 
+PYDANTIC_TRUE = {"1", "true", "t", "yes", "y", "on"}
+
+
+def streams(path: str, value) -> bool:
+    """Whether a request whose `stream` field is `value` gets an event stream: /generate's request is a
+    dataclass that streams on any true value; the OpenAI-style models read it as pydantic does (true, 1,
+    "true", "yes", "on", ...; other non-booleans are refused)."""
+    if path == "/generate":
+        return bool(value)
+    if isinstance(value, str):
+        return value.strip().lower() in PYDANTIC_TRUE
+    return value is True or (type(value) in (int, float) and value == 1)
+
+
 def route_case(rng: random.Random, vocab: int, table=None, admin_key: str | None = None,
                in_process: bool = False) -> Case:
     """One generated request to a route of the table: hostile fields, batch forms, bodies that are
@@ -363,9 +381,10 @@ def route_case(rng: random.Random, vocab: int, table=None, admin_key: str | None
             body[name] = route_value(rng, route.fields[name], vocab)
         if rng.random() < 0.1:
             body[rng.choice(["bogus", "", "\ud800", "__class__", "x" * 300])] = hostile(rng)
-        if rng.random() < 0.1:
-            body.pop(rng.choice(sorted(body)), None)
-        stream = body.get("stream") is True
+        droppable = sorted(set(body) - OUTPUT_BOUNDS)
+        if droppable and rng.random() < 0.1:
+            body.pop(rng.choice(droppable))
+        stream = streams(route.path, body.get("stream"))
         return Case(route.method, route.path, encode(body), dict(JSON), "fields", (route.method, route.path), stream)
     if roll < 0.60:  # /generate's batch forms and rid games
         method = rng.choice(["POST", "PUT"])
