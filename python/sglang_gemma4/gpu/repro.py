@@ -3,7 +3,7 @@
     python -m sglang_gemma4.gpu.repro --case NAME --build pristine|patched --out DIR [--variant e2b]
 
 Starts the build's server (config-only checkpoint, dummy weights, no CUDA graphs: a fast start),
-sends the case's request, then a good one.  Prints one JSON line: the bad request's status and
+sends the case's request (to /generate or the case's route), then a good one.  Prints one JSON line: the bad request's status and
 whether the server still answers.  Exit 0 when it survives.
 """
 
@@ -17,7 +17,7 @@ from sglang_gemma4.gpu.presets import NO_GRAPHS
 from sglang_gemma4.gpu.server import Server, http_json
 
 VOCAB = 262144
-CASES = {  # name: raw /generate body (bytes, so that non-standard JSON such as NaN goes as sent)
+CASES = {  # name: raw body (bytes, so that non-standard JSON such as NaN goes as sent) for /generate, or (route, body)
     "out-of-vocab-input-ids": json.dumps({"input_ids": [2, 100, VOCAB + 7],
                                           "sampling_params": {"max_new_tokens": 4}}).encode(),
     "nan-temperature": b'{"text": "hi", "sampling_params": {"temperature": NaN, "max_new_tokens": 4}}',
@@ -26,7 +26,14 @@ CASES = {  # name: raw /generate body (bytes, so that non-standard JSON such as 
     # sampled (temperature > 0): the bias reaches the softmax
     "nan-logit-bias": b'{"text": "hi", "sampling_params": {"temperature": 0.7, "logit_bias": {"17": NaN}, '
                       b'"max_new_tokens": 4}}',
+    # a well-formed score request: the label tokens' logprobs after the query and one item
+    "score-empty-logprobs": ("/v1/score", json.dumps({"query": "q", "items": ["a"], "label_token_ids": [5, 6]}).encode()),
 }
+
+
+def route_and_body(case: str) -> tuple[str, bytes]:
+    spec = CASES[case]
+    return spec if isinstance(spec, tuple) else ("/generate", spec)
 
 
 def main() -> int:
@@ -44,7 +51,8 @@ def main() -> int:
         return 0
     with server:
         try:
-            status, body = http_json("POST", f"{server.url}/generate", CASES[args.case], timeout=60)
+            route, request = route_and_body(args.case)
+            status, body = http_json("POST", f"{server.url}{route}", request, timeout=60)
         except OSError as e:
             status, body = 0, repr(e)
         time.sleep(3)  # a device-side assert surfaces asynchronously
