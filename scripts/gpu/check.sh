@@ -29,7 +29,8 @@
 #   serve        `make serve` as a user runs it (patched build): checkpoint made, served, one request
 #   parity       reduced-layer random-weight checkpoints: pristine and patched vs transformers
 #                (default all four variants, or $PARITY_BUILDS; e.g. parity:e2b,e4b); E2B/E4B also
-#                with CUDA graphs off
+#                with CUDA graphs off; $PARITY_FLAGS adds launch flags to every server (e.g. the
+#                preset's FP8 KV: PARITY_FLAGS="--kv-cache-dtype fp8_e4m3")
 #   repro        each crash_repro case (or repro:NAME) against the pristine and the patched build
 #   ab           pristine vs patched, same call: chat 1000/1000 and batch-1 decode, or $AB_WORKLOADS
 #                (default 26b-a4b; $AB_FLAGS replaces the server flags)
@@ -116,7 +117,7 @@ for arg in "$@"; do
     parity) defaults=(e2b e4b 26b-a4b 31b)
             read -ra builds <<< "${PARITY_BUILDS:-pristine patched}"
             harness parity --out "$OUT/parity" --variants "${choice[@]:-${defaults[@]}}" --builds "${builds[@]}" \
-              --patched-env "${patched_env[@]}" --eager-variants e2b e4b || status=1 ;;
+              --patched-env "${patched_env[@]}" --eager-variants e2b e4b --server-flags "${PARITY_FLAGS:-}" || status=1 ;;
     repro) read -ra cases <<< "$(python3 -c 'from sglang_gemma4.gpu.repro import CASES; print(*CASES)')"
            for case in "${choice[@]:-${cases[@]}}"; do
              for build in pristine patched; do
