@@ -346,6 +346,14 @@ def verify_attention(choice, out):
     return [harness("bench_verify_attention", "--out", str(out / "verify-attention"), build="patched")]
 
 
+def gqa_pack(choice, out):
+    """patch 0105: extend attention on 26B-A4B's and 31B's full layers, the old kernel vs the packed one with
+    each tile of its table: an 8,192-token chunk after prefixes of 0-120K ($GQA_PACK_PREFIXES), bf16 and fp8 KV,
+    ms per call and the packed output vs the old one (patched build)"""
+    prefixes = ["--prefixes", *knob("GQA_PACK_PREFIXES", "")] if os.environ.get("GQA_PACK_PREFIXES") else []
+    return [harness("bench_extend_attention_gqa_pack", "--out", str(out / "gqa-pack"), *prefixes, build="patched")]
+
+
 def opt_in_ab(choice, out):
     """the patched build as it is ("off"), then with each switch of $OPT_IN alone (KEY=VALUE, or a --server-flag):
     batch-1 decode and chat ($OPT_IN_WORKLOADS)"""
@@ -480,7 +488,7 @@ EXPERIMENTS = {"mtp": mtp, "routing": routing, "kernels": kernels, "profile": pr
                "mtp-greedy": mtp_greedy, "spec-step": spec_step, "openai-suite": openai_suite,
                "structured-cost": structured_cost, "structured-throughput": structured_throughput, "yoco": yoco,
                "moe-tune": moe_tune, "coldstart": coldstart, "tiles": tiles, "decode-tiles": decode_tiles,
-               "verify-attention": verify_attention,
+               "verify-attention": verify_attention, "gqa-pack": gqa_pack,
                "opt-in-ab": opt_in_ab, "tiles-ab": tiles_ab, "mm-ab": mm_ab, "swa": swa, "kv-capacity": kv_capacity,
                "long": long_context, "prefill-profile": prefill_profile, "baseline": baseline}
 

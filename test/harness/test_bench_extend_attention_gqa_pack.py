@@ -1,0 +1,56 @@
+"""gpu/bench_extend_attention_gqa_pack.py without a GPU: the gqa-pack experiment's command, the
+bench's defaults (26B-A4B's and 31B's full layers, an 8,192-token chunk after 0-120K cached tokens,
+bf16 and fp8 KV, every tile), and one case measured end to end on CPU through Triton's interpreter
+(float32 stand-in for bf16, a counting timer): one row per tile, the old and the packed kernel agree."""
+
+import patched_tree  # noqa: F401  (the patched sglang first on sys.path, Triton interpreted on CPU)
+import torch
+
+from sglang.kernels.ops.attention import extend_attention as ea
+from sglang_gemma4.gpu import bench_extend_attention_gqa_pack as bench
+from sglang_gemma4.gpu import run
+
+
+def test_experiment_runs_the_bench_on_the_patched_build(tmp_path, monkeypatch):
+    monkeypatch.delenv("GQA_PACK_PREFIXES", raising=False)
+    (step,) = run.expand("gqa-pack", tmp_path)
+    assert step.build == "patched"
+    assert step.argv == ("python3", "-m", "sglang_gemma4.gpu.bench_extend_attention_gqa_pack",
+                         "--out", str(tmp_path / "gqa-pack"))
+    monkeypatch.setenv("GQA_PACK_PREFIXES", "0 4096")
+    (step,) = run.expand("gqa-pack", tmp_path)
+    assert step.argv[-3:] == ("--prefixes", "0", "4096")
+    bench.parser().parse_args(list(step.argv[3:]))
+
+
+def test_defaults_cover_both_models_all_prefixes_dtypes_and_tiles():
+    args = bench.parser().parse_args(["--out", "x"])
+    assert args.prefixes == [0, 32768, 65536, 122880] and args.chunk == 8192
+    assert args.models == ["26B-A4B", "31B"] and args.kv_dtypes == ["bf16", "fp8"]
+    assert args.tiles == list(ea._GQA_PACK_TILES) and len(args.tiles) >= 2
+    assert bench.MODELS == {"26B-A4B": (16, 2), "31B": (32, 4)}
+
+
+def test_one_case_measured_on_cpu(monkeypatch):
+    calls = []
+
+    def timer(fn, repeats):  # old kernel first, then each tile: 10 ms, 5 ms, 5 ms, ...
+        fn()
+        calls.append(repeats)
+        return 10.0 if len(calls) == 1 else 5.0
+
+    tiles = list(ea._GQA_PACK_TILES)
+    rows = bench.measure_case("26B-A4B", "bf16", 13, 6, tiles, 2, timer=timer, device="cpu", dtype=torch.float32)
+    assert calls == [2] * (1 + len(tiles))
+    assert [r["tile"] for r in rows] == tiles
+    for r in rows:
+        assert (r["old_ms"], r["packed_ms"], r["speedup"]) == (10.0, 5.0, 2.0)
+        assert r["max_rel_diff"] < 1e-4
+        assert bench.table_row(r).startswith(f"| 26B-A4B | bf16 | 13 | {r['tile']} ")
+
+
+def test_fp8_inputs_carry_the_scales():
+    data = bench.inputs("31B", "fp8", 5, 3, device="cpu", dtype=torch.float32)
+    assert data["k_buffer"].dtype == torch.float8_e4m3fn and data["q"].shape == (3, 32, 512)
+    assert (data["k_scale"], data["v_scale"]) == bench.KV_SCALES["fp8"]
+    assert data["kv_indices"].unique().numel() == 5 and int(data["kv_indices"].max()) < 8
