@@ -54,3 +54,22 @@ def test_fp8_inputs_carry_the_scales():
     assert data["k_buffer"].dtype == torch.float8_e4m3fn and data["q"].shape == (3, 32, 512)
     assert (data["k_scale"], data["v_scale"]) == bench.KV_SCALES["fp8"]
     assert data["kv_indices"].unique().numel() == 5 and int(data["kv_indices"].max()) < 8
+
+
+def test_a_tile_that_fails_is_a_row_saying_why(monkeypatch):
+    def timer(fn, repeats):
+        fn()
+        return 1.0
+
+    def packed_kernel(data, out, tile):
+        if tile == "m64n64w8s1":
+            raise RuntimeError("out of resource: shared memory, Required: 262144, Hardware limit: 232448")
+        out.zero_()
+
+    monkeypatch.setattr(bench, "old_kernel", lambda data, out: out.zero_())
+    monkeypatch.setattr(bench, "packed_kernel", packed_kernel)
+    rows = bench.measure_case("31B", "fp8", 4, 2, ["m64n32w8s2", "m64n64w8s1"], 1, timer=timer, device="cpu",
+                              dtype=torch.float32)
+    assert rows[0]["speedup"] == 1.0 and "error" not in rows[0]
+    assert rows[1]["error"].startswith("RuntimeError: out of resource: shared memory")
+    assert "| failed: RuntimeError: out of resource" in bench.table_row(rows[1])
