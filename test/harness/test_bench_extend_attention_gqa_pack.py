@@ -73,3 +73,11 @@ def test_a_tile_that_fails_is_a_row_saying_why(monkeypatch):
     assert rows[0]["speedup"] == 1.0 and "error" not in rows[0]
     assert rows[1]["error"].startswith("RuntimeError: out of resource: shared memory")
     assert "| failed: RuntimeError: out of resource" in bench.table_row(rows[1])
+
+
+def test_long_experiment_serves_with_the_packed_kernel_off_only_when_asked(tmp_path, monkeypatch):
+    monkeypatch.delenv("LONG_WORKLOADS", raising=False)
+    (default,) = run.expand("long", tmp_path)
+    assert not any("GQA_PACK" in word for word in default.argv)
+    (step,) = run.expand("long:patched,no-gqa-pack", tmp_path)
+    assert "no-gqa-pack=patched SGLANG_OPT_EXTEND_ATTENTION_GQA_PACK=0" in step.argv

@@ -449,7 +449,9 @@ def kv_capacity(choice, out):
 
 # the long-context setups: the builds as the preset serves them at the model's own window, and the patched
 # build on sglang's unified hybrid pool (full-attention and SWA KV in one buffer)
-LONG_SETUPS = {"pristine": "", "patched": "", "unified": "--enable-unified-memory"}
+LONG_SETUPS = {"pristine": "", "patched": "", "unified": "--enable-unified-memory",
+               "no-gqa-pack": "SGLANG_OPT_EXTEND_ATTENTION_GQA_PACK=0"}
+LONG_DEFAULT = ("pristine", "patched", "unified")
 LONG_WORKLOADS = ("long-16k", "long-64k", "long-128k", "long-250k", "long-4x60k")
 
 
@@ -457,8 +459,9 @@ def long_context(choice, out):
     """26B-A4B at its whole window (the preset's context), decode graphs only: one prompt of 16K, 64K, 128K, 250K
     tokens at a time and four of 60K at once, 64 output tokens each ($LONG_WORKLOADS; also long-128k-beside-chat,
     long-3x60k-beside-chat: 8 streams decoding while a 128K or three 60K prompts prefill); setups pristine, patched,
-    unified (the patched build on one KV buffer for both layer kinds); CHOICE picks them (default all three)"""
-    names = choice or list(LONG_SETUPS)
+    unified (the patched build on one KV buffer for both layer kinds), no-gqa-pack (the patched build with patch
+    0105's packed full-layer extend attention off); CHOICE picks them (default the first three)"""
+    names = choice or list(LONG_DEFAULT)
     unknown = [n for n in names if n not in LONG_SETUPS]
     if unknown:
         raise SystemExit(f"run: long: unknown setup {', '.join(unknown)} (one of {', '.join(LONG_SETUPS)})")
