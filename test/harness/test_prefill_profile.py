@@ -50,6 +50,14 @@ def test_chunks_split_at_the_scheduler_gap_and_attention_by_layer_kind():
     assert second["idle_in_step_ms"] == 0
 
 
+def test_packed_full_layer_kernel_counts_as_full_attention():
+    """Patch 0105 runs a full layer with a query-head group through _fwd_kernel_gqa_packed."""
+    packed = [gpu(e["ts"] / 1000, (e["ts"] + e["dur"]) / 1000, "_fwd_kernel_gqa_packed") if i in (6, 11) else e
+              for i, e in enumerate(TRACE)]
+    assert [e["name"] for i, e in enumerate(TRACE) if i in (6, 11)] == ["_fwd_kernel"] * 2  # the full layers'
+    assert chunk_rows(packed, LAYERS, chunk=4096) == chunk_rows(TRACE, LAYERS, chunk=4096)
+
+
 def test_a_trace_that_is_not_whole_chunks_is_refused():
     with pytest.raises(ValueError, match="5 extend-attention kernels are not whole chunks of 3 layers"):
         chunk_rows(TRACE[:-3], LAYERS, chunk=4096)

@@ -33,8 +33,9 @@ from sglang_gemma4.gpu.server import http_json
 from sglang_gemma4.gpu.variants import text_config
 
 PROMPT_LEN, CHUNK = 131072, 8192
-# sglang's Triton extend attention (triton_ops/extend_attention.py): one launch per layer per chunk
-EXTEND_KERNELS = ("_fwd_kernel", "_fwd_kernel_unified")
+# sglang's Triton extend attention (triton_ops/extend_attention.py): one launch per layer per chunk;
+# patch 0105 runs full layers with query-head groups through _fwd_kernel_gqa_packed
+EXTEND_KERNELS = ("_fwd_kernel", "_fwd_kernel_unified", "_fwd_kernel_gqa_packed")
 COLUMNS = ("full_attention_ms", "swa_attention_ms", "moe_ms", "gemm_ms", "other_ms", "idle_in_step_ms",
            "gap_before_ms")
 

@@ -346,6 +346,14 @@ def verify_attention(choice, out):
     return [harness("bench_verify_attention", "--out", str(out / "verify-attention"), build="patched")]
 
 
+def gqa_pack(choice, out):
+    """patch 0105: extend attention on 26B-A4B's and 31B's full layers, the old kernel vs the packed one with
+    each tile of its table: an 8,192-token chunk after prefixes of 0-120K ($GQA_PACK_PREFIXES), bf16 and fp8 KV,
+    ms per call and the packed output vs the old one (patched build)"""
+    prefixes = ["--prefixes", *knob("GQA_PACK_PREFIXES", "")] if os.environ.get("GQA_PACK_PREFIXES") else []
+    return [harness("bench_extend_attention_gqa_pack", "--out", str(out / "gqa-pack"), *prefixes, build="patched")]
+
+
 def opt_in_ab(choice, out):
     """the patched build as it is ("off"), then with each switch of $OPT_IN alone (KEY=VALUE, or a --server-flag):
     batch-1 decode and chat ($OPT_IN_WORKLOADS)"""
@@ -440,10 +448,12 @@ def kv_capacity(choice, out):
 
 
 # the long-context setups: the builds as the preset serves them at the model's own window, and the patched
-# build on sglang's unified hybrid pool (full-attention and SWA KV in one buffer), each also with FP8 KV
+# build on sglang's unified hybrid pool (full-attention and SWA KV in one buffer), each also with FP8 KV, and the
+# patched build with 0105's packed full-layer extend attention off
 FP8 = " ".join(presets.KV_FP8)
 LONG_SETUPS = {"pristine": "", "patched": "", "unified": "--enable-unified-memory", "fp8": FP8,
-               "unified-fp8": f"--enable-unified-memory {FP8}"}
+               "unified-fp8": f"--enable-unified-memory {FP8}", "no-gqa-pack": "SGLANG_OPT_EXTEND_ATTENTION_GQA_PACK=0"}
+LONG_DEFAULT = ("pristine", "patched", "unified")
 LONG_WORKLOADS = ("long-16k", "long-64k", "long-128k", "long-250k", "long-4x60k")
 
 
@@ -451,9 +461,10 @@ def long_context(choice, out):
     """26B-A4B at its whole window (the preset's context), decode graphs only: one prompt of 16K, 64K, 128K, 250K
     tokens at a time and four of 60K at once, 64 output tokens each ($LONG_WORKLOADS; also long-128k-beside-chat,
     long-3x60k-beside-chat: 8 streams decoding while a 128K or three 60K prompts prefill); setups pristine, patched,
-    unified (the patched build on one KV buffer for both layer kinds), fp8 and unified-fp8 (those with FP8 KV);
-    CHOICE picks them (default pristine, patched, unified)"""
-    names = choice or ["pristine", "patched", "unified"]
+    unified (the patched build on one KV buffer for both layer kinds), fp8 and unified-fp8 (those with FP8 KV),
+    no-gqa-pack (the patched build with patch 0105's packed full-layer extend attention off); CHOICE picks them
+    (default the first three)"""
+    names = choice or list(LONG_DEFAULT)
     unknown = [n for n in names if n not in LONG_SETUPS]
     if unknown:
         raise SystemExit(f"run: long: unknown setup {', '.join(unknown)} (one of {', '.join(LONG_SETUPS)})")
@@ -483,7 +494,7 @@ EXPERIMENTS = {"mtp": mtp, "routing": routing, "kernels": kernels, "profile": pr
                "mtp-greedy": mtp_greedy, "spec-step": spec_step, "openai-suite": openai_suite,
                "structured-cost": structured_cost, "structured-throughput": structured_throughput, "yoco": yoco,
                "moe-tune": moe_tune, "coldstart": coldstart, "tiles": tiles, "decode-tiles": decode_tiles,
-               "verify-attention": verify_attention,
+               "verify-attention": verify_attention, "gqa-pack": gqa_pack,
                "opt-in-ab": opt_in_ab, "tiles-ab": tiles_ab, "mm-ab": mm_ab, "swa": swa, "kv-capacity": kv_capacity,
                "long": long_context, "prefill-profile": prefill_profile, "baseline": baseline}
 
