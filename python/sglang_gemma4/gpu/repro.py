@@ -26,6 +26,8 @@ CASES = {  # name: raw body (bytes, so that non-standard JSON such as NaN goes a
     # sampled (temperature > 0): the bias reaches the softmax
     "nan-logit-bias": b'{"text": "hi", "sampling_params": {"temperature": 0.7, "logit_bias": {"17": NaN}, '
                       b'"max_new_tokens": 4}}',
+    # xgrammar's regex converter reads past a pattern that starts with NUL: SIGSEGV in the scheduler
+    "grammar-leading-nul": json.dumps({"text": "hi", "sampling_params": {"max_new_tokens": 4, "regex": "\x00"}}).encode(),
     # a well-formed score request: the label tokens' logprobs after the query and one item
     "score-empty-logprobs": ("/v1/score", json.dumps({"query": "q", "items": ["a"], "label_token_ids": [5, 6]}).encode()),
 }
