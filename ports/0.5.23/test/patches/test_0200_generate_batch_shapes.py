@@ -74,6 +74,9 @@ MORE = [
     ("/generate", {"text": "a", "video_data": [], "sampling_params": {"n": 2, "max_new_tokens": 4}}, "video_data"),
     ("/generate", {"text": "a", "audio_data": ["x", "y"], "sampling_params": {"n": 2, "max_new_tokens": 4}},
      "audio_data"),
+    # 0.5.23 indexes every prompt of a batch when the request arrives, and n > 1 repeats text alone
+    ("/generate", {"text": "a", "input_ids": [5, 6], "sampling_params": {"n": 2, "max_new_tokens": 4}},
+     "input_ids"),
     # EmbeddingReqInput (/classify, /encode) normalizes its batch on its own
     ("/classify", {"text": BATCH, "rid": "r"}, "rid"),
     ("/classify", {"text": ["a"], "rid": ["a", "b", "c"]}, "rid"),
