@@ -5,6 +5,7 @@ answer it (an HTTP status and message) with the tokenized requests it handed to 
 
 import asyncio
 import functools
+import inspect
 import json
 import tempfile
 from dataclasses import dataclass, field
@@ -46,6 +47,29 @@ def byte_level_tokenizer(directory: Path) -> None:
                             unk_token="<unk>", chat_template=CHAT_TEMPLATE).save_pretrained(directory)
 
 
+def _global_per_layer_reads(model_dir: Path) -> None:
+    """transformers 5.19 (sglang 0.5.23's pin) raises on a read of a per-layer attribute of a Gemma-4
+    config (head_dim), which 0.5.23's get_config makes for each key of the text config: the config
+    opts into reading the global value. Earlier transformers have no such rule; the config is left
+    as written there."""
+    from transformers import PretrainedConfig
+
+    if hasattr(PretrainedConfig, "allow_global_per_layer_attribute_access"):
+        path = model_dir / "config.json"
+        config = json.loads(path.read_text())
+        path.write_text(json.dumps({**config, "allow_global_per_layer_attribute_access": True}, indent=1))
+
+
+def _publish_for_tokenizer(args) -> None:
+    """What a server's process entry does before it builds its TokenizerManager on releases whose
+    TokenizerManager reads the server args published for its process (0.5.23's asserts them); the
+    0.5.17 one reads its ServerArgs alone, and nothing is published there."""
+    from sglang.srt import runtime_context
+
+    if hasattr(runtime_context, "assert_published"):
+        runtime_context.publish(args, role="tokenizer")
+
+
 class FrontEnd:
     def __init__(self, model_dir: Path):
         from sglang.srt.entrypoints import http_server
@@ -59,6 +83,7 @@ class FrontEnd:
 
         # as a server started with an admin key: admin routes open to that key (test/patches/http_app.py)
         args = server_args(model_dir, "--admin-api-key", ADMIN_KEY)
+        _publish_for_tokenizer(args)
         manager = TokenizerManager(args, PortArgs.init_new(args))
         templates = TemplateManager()
         templates.initialize_templates(tokenizer_manager=manager, model_path=args.model_path)
@@ -75,12 +100,23 @@ class FrontEnd:
             raise Dispatched()
             yield
 
+        def not_sent(obj):
+            return None
+
+        async def not_sent_async(obj):
+            return None
+
         manager._create_tokenized_object = record
-        manager._send_one_request = manager._send_batch_request = lambda obj: None
+        # as the manager calls them: 0.5.23's are coroutines, 0.5.17's are not
+        manager._send_one_request = manager._send_batch_request = (
+            not_sent_async if inspect.iscoroutinefunction(manager._send_one_request) else not_sent)
         manager._wait_one_response = wait_for_scheduler
         manager.auto_create_handle_loop = lambda: None  # no detokenizer to listen to
         self.manager = manager
-        self.generate = http_server.generate_request
+        # 0.5.23's /generate first checks the body against its JSON schema (api_contract: the JSON
+        # types, unknown sampling keys), then serves it here, as the Engine API does; 0.5.17 has no
+        # such check. The requests are sent past it.
+        self.generate = getattr(http_server, "serve_generate_request", http_server.generate_request)
         self.generate_input = TypeAdapter(GenerateReqInput)
         self.openai = {"/v1/completions": (CompletionRequest, OpenAIServingCompletion(manager, templates)),
                        "/v1/chat/completions": (ChatCompletionRequest, OpenAIServingChat(manager, templates))}
@@ -140,5 +176,6 @@ class FrontEnd:
 def front_end() -> FrontEnd:
     """One per test process: building it takes seconds."""
     model_dir = write_config(Path(tempfile.mkdtemp(prefix="sglang-front-end-")), "e2b", "causal")
+    _global_per_layer_reads(model_dir)
     byte_level_tokenizer(model_dir)
     return FrontEnd(model_dir)

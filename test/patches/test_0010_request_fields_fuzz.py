@@ -46,8 +46,10 @@ def within_kernel_limits(tokenized) -> list[str]:
     from sglang.srt.managers.io_struct import msgpack_decode, msgpack_encode
 
     # Every field of its declared type: what the typed msgpack channel to the scheduler
-    # (SGLANG_USE_PICKLE_IPC=0) decodes. The pickled fields are the server's own.
-    plain = msgspec.structs.replace(tokenized, time_stats=None, mm_inputs=None, mm_data_mooncake=None)
+    # (SGLANG_USE_PICKLE_IPC=0) decodes. The pickled fields are the server's own (sglang 0.5.23 has
+    # no mm_data_mooncake).
+    pickled = {"time_stats", "mm_inputs", "mm_data_mooncake"} & set(type(tokenized).__struct_fields__)
+    plain = msgspec.structs.replace(tokenized, **dict.fromkeys(pickled))
     seen = msgpack_decode(msgpack_encode(plain))
     sp = seen.sampling_params
     ids = torch.tensor(seen.input_ids, dtype=torch.int64)
