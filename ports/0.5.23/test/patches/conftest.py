@@ -6,6 +6,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from types import SimpleNamespace
+
 import pytest
 
 REPO = Path(__file__).resolve().parents[4]
@@ -51,3 +53,40 @@ def one_process_group():
     parallel_state.destroy_model_parallel()
     parallel_state.destroy_distributed_environment()
     get_parallel().clear_stamp()
+
+
+
+@pytest.fixture
+def decode_step(monkeypatch):
+    """test/patches/conftest.py's decode_step as 0.5.23 runs the step: its decode loop first commits
+    the step's beam groups (none here) and reads each request's beam group, retraction and
+    sampling-mask request, all unset on the DecodingReqs."""
+    from dataclasses import fields
+
+    from sglang.srt.managers.scheduler_components import batch_result_processor as brp
+    from sglang.srt.managers.utils import GenerationBatchResult
+
+    cls = brp.SchedulerBatchResultProcessor
+    monkeypatch.setattr(brp, "get_observability", lambda: SimpleNamespace(enable_metrics=False))
+    monkeypatch.setattr(cls, "_maybe_update_reasoning_tokens", lambda self, req, tok: None)
+    monkeypatch.setattr(cls, "_handle_finish_state_updated_req", lambda self, *a: None)
+
+    def run(reqs, logits_output, next_token_ids):
+        for req in reqs:
+            req.beam_group, req.is_retracted, req.return_sampling_mask = None, False, False
+        parts = {f.name: None for f in fields(cls)}
+        parts.update(
+            enable_overlap=False, enable_overlap_mlx=False, output_streamer=_patches.Streamer(),
+            metrics_reporter=SimpleNamespace(num_generated_tokens=0, forward_ct_decode=0,
+                                             report_decode_stats=lambda *a, **k: None),
+            token_to_kv_pool_allocator=SimpleNamespace(free_group_begin=lambda: None,
+                                                       free_group_end=lambda: None),
+            beam_coordinator=SimpleNamespace(commit_decode=lambda batch: set()))
+        processor = cls(**parts)
+        batch = SimpleNamespace(reqs=reqs, spec_algorithm=SimpleNamespace(is_none=lambda: True),
+                                return_logprob=False, batch_size=lambda: len(reqs))
+        processor.process_batch_result_decode(
+            batch, GenerationBatchResult(logits_output=logits_output, next_token_ids=next_token_ids))
+        return processor
+
+    return run
