@@ -10,9 +10,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gemma4_config import server_args
-
-from sglang_gemma4.gpu.variants import write_config
+from gemma4_config import server_args, write_config
 from pydantic import TypeAdapter, ValidationError
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast

@@ -10,9 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from gemma4_config import server_args
-
-from sglang_gemma4.gpu.variants import write_config
+from gemma4_config import server_args, write_config
 
 from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
 from sglang.srt.managers.schedule_policy import PrefillAdder
