@@ -33,13 +33,18 @@ def write_config(directory: Path, variant: str, arch: str) -> Path:
     return directory
 
 
-def server_args(model_dir: Path, *extra: str):
+def server_args(model_dir: Path, *extra: str, **fields):
     """What `launch_server` builds from its argv (prepare_server_args, minus its logging set-up,
-    which would detach pytest's log capture), on CPU from config.json alone."""
+    which would detach pytest's log capture), on CPU from config.json alone.  `fields`: values no
+    flag can give (a --config file's), set before sglang 0.5.23+ resolves the record."""
     # the launch preset's attention backend: on a CPU device sglang would pick intel_amx, which
     # its Gemma 4 checks refuse
     args = resolved_server_args(["--model-path", str(model_dir), "--device", "cpu", "--attention-backend", "triton",
                                  *extra])
     if hasattr(args, "resolve_once"):  # sglang 0.5.23+ resolves the record apart from building it
+        for name, value in fields.items():
+            setattr(args, name, value)
         args.resolve_once()
+    elif fields:
+        raise TypeError(f"fields {sorted(fields)} need sglang 0.5.23+")
     return args

@@ -46,6 +46,7 @@ def byte_level_tokenizer(directory: Path) -> None:
 
 class FrontEnd:
     def __init__(self, model_dir: Path):
+        from sglang.srt import runtime_context
         from sglang.srt.entrypoints import http_server
         from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, CompletionRequest
         from sglang.srt.entrypoints.openai.serving_chat import OpenAIServingChat
@@ -56,7 +57,14 @@ class FrontEnd:
         from sglang.srt.server_args import PortArgs
 
         # as a server started with an admin key: admin routes open to that key (test/patches/http_app.py)
-        args = server_args(model_dir, "--admin-api-key", ADMIN_KEY)
+        if hasattr(runtime_context, "assert_published"):
+            # sglang 0.5.23+: a nested Gemma-4 config (gemma4_config.write_config) counts as
+            # multimodal unless multimodal is turned off, as the 0.5.17 text-only checkpoint was;
+            # the tokenizer process publishes the config before it builds the manager
+            args = server_args(model_dir, "--admin-api-key", ADMIN_KEY, enable_multimodal=False)
+            runtime_context.publish(args, role="tokenizer")
+        else:
+            args = server_args(model_dir, "--admin-api-key", ADMIN_KEY)
         manager = TokenizerManager(args, PortArgs.init_new(args))
         templates = TemplateManager()
         templates.initialize_templates(tokenizer_manager=manager, model_path=args.model_path)
