@@ -5,9 +5,10 @@ its waiting queue, with an SWA pool too full for two long prompts: the first is 
 pool can take (PrefillAdder._swa_chunk_cap), and no second request is cut in the same batch
 (upstream 0.5.23 still cuts the next one too, when its smaller decode budget leaves it a cap above
 zero).  0.5.23 names a request's extend end req.extend_end and releases a tree lock with
-cache.unlock(req.lock).  The main series' served-loop test (test_served_requests_give_every_slot_back)
-drives test/patches/overlap_scheduler.py, a model of 0.5.17's event_loop_overlap, and is not carried
-here."""
+cache.unlock(req.lock).  The main series' served-loop test (test_served_requests_give_every_slot_back,
+on test/patches/overlap_scheduler.py, a model of 0.5.17's event_loop_overlap) is not carried: the same
+scenario on a model of 0.5.23's event loop (checkpoint_kv_cache, reqs_to_exclude, a filter of the
+running batch every step) gave every slot back with or without the patch."""
 
 import pytest
 from swa_serving import Serving, maintained_every_step, request  # noqa: F401 (a fixture)
