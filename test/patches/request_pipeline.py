@@ -11,9 +11,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gemma4_config import server_args
-
-from sglang_gemma4.gpu.variants import write_config
+from gemma4_config import server_args, write_config
 from pydantic import TypeAdapter, ValidationError
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
@@ -72,6 +70,7 @@ def _publish_for_tokenizer(args) -> None:
 
 class FrontEnd:
     def __init__(self, model_dir: Path):
+        from sglang.srt import runtime_context
         from sglang.srt.entrypoints import http_server
         from sglang.srt.entrypoints.openai.protocol import ChatCompletionRequest, CompletionRequest
         from sglang.srt.entrypoints.openai.serving_chat import OpenAIServingChat
@@ -82,7 +81,12 @@ class FrontEnd:
         from sglang.srt.server_args import PortArgs
 
         # as a server started with an admin key: admin routes open to that key (test/patches/http_app.py)
-        args = server_args(model_dir, "--admin-api-key", ADMIN_KEY)
+        if hasattr(runtime_context, "assert_published"):
+            # sglang 0.5.23+: a nested Gemma-4 config (gemma4_config.write_config) counts as
+            # multimodal unless multimodal is turned off, as the 0.5.17 text-only checkpoint was
+            args = server_args(model_dir, "--admin-api-key", ADMIN_KEY, enable_multimodal=False)
+        else:
+            args = server_args(model_dir, "--admin-api-key", ADMIN_KEY)
         _publish_for_tokenizer(args)
         manager = TokenizerManager(args, PortArgs.init_new(args))
         templates = TemplateManager()

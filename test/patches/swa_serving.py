@@ -10,16 +10,24 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from gemma4_config import server_args
-
-from sglang_gemma4.gpu.variants import write_config
+from gemma4_config import server_args, write_config
 
 from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
 from sglang.srt.managers.schedule_policy import PrefillAdder
 from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
 from sglang.srt.mem_cache.base_prefix_cache import EvictParams
 from sglang.srt.mem_cache.cache_init_params import CacheInitParams
-from sglang.srt.mem_cache.common import maybe_cache_unfinished_req, release_kv_cache
+try:
+    from sglang.srt.mem_cache.common import maybe_cache_unfinished_req, release_kv_cache
+except ImportError:  # sglang 0.5.23+: checkpoint_kv_cache, and release_kv_cache says whether to checkpoint
+    from sglang.srt.mem_cache.common import checkpoint_kv_cache
+    from sglang.srt.mem_cache.common import release_kv_cache as _release_kv_cache
+
+    def maybe_cache_unfinished_req(req, tree_cache, chunked=False):
+        checkpoint_kv_cache(req, tree_cache)
+
+    def release_kv_cache(req, tree_cache):
+        _release_kv_cache(req, tree_cache, checkpoint=True)
 from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
 from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
 from sglang.srt.mem_cache.unified_cache.components import ComponentType
