@@ -35,4 +35,14 @@ def meta_batch(bs: int):
             torch.ones(bs, dtype=torch.int64, device="meta"), torch.zeros(bs, dtype=torch.int64, device="meta"))
 
 
-__all__ = ["IDENTITY", "MAX_LEN", "REQS", "Translator", "WINDOW", "meta_batch"]
+
+
+class NoGather(Translator):
+    """The translator's gather left out (it is not this update's work), so that a check for host
+    waits sees the window update's own reads only."""
+
+    def pack_read_stream(self, *args, **kwargs):
+        return True
+
+
+__all__ = ["IDENTITY", "MAX_LEN", "REQS", "NoGather", "Translator", "WINDOW", "meta_batch"]

@@ -12,7 +12,7 @@ import torch
 
 from kernel_inputs import DEVICE
 from swa_windows import batch, reference
-from swa_windows_0523 import IDENTITY, REQS, WINDOW, Translator, meta_batch
+from swa_windows_0523 import IDENTITY, REQS, WINDOW, NoGather, Translator, meta_batch
 from sglang.srt.layers.attention import triton_backend
 from sglang.srt.layers.attention.triton_backend import host_seq_lens, update_sliding_window_buffer
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
@@ -76,3 +76,23 @@ def test_eager_decode_hands_the_host_lengths_to_the_window_update(monkeypatch, s
     with pytest.raises(Stop):
         backend.init_forward_metadata(decode)
     assert seen == [lens if seq_lens_sum is not None else None]
+
+
+@pytest.mark.gpu
+def test_eager_update_with_host_lengths_does_not_wait_for_the_gpu():
+    req_to_token, seq_lens_cpu, req_pool_indices = batch(4, 9)
+    seq_lens = seq_lens_cpu.to(DEVICE)
+    indptr = torch.zeros(REQS + 1, dtype=torch.int32, device=DEVICE)
+
+    def update():
+        return update_sliding_window_buffer(indptr, NoGather(req_to_token), None, req_pool_indices, WINDOW, seq_lens,
+                                            4, DEVICE, IDENTITY, seq_lens_cpu=seq_lens_cpu)[1]
+
+    update()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        indices = update()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert len(indices) == len(reference(req_to_token, seq_lens_cpu, req_pool_indices, IDENTITY))

@@ -13,7 +13,7 @@ import torch
 
 from kernel_inputs import DEVICE
 from swa_windows import POOL, SwaPool, batch, reference
-from swa_windows_0523 import IDENTITY, MAX_LEN, REQS, WINDOW, Translator, meta_batch
+from swa_windows_0523 import IDENTITY, MAX_LEN, REQS, WINDOW, NoGather, Translator, meta_batch
 from sglang.srt.layers.attention import triton_backend
 from sglang.srt.layers.attention.triton_backend import update_sliding_window_buffer
 from sglang.srt.mem_cache.base_swa_memory_pool import BaseSWAKVPool
@@ -100,3 +100,24 @@ def test_eager_target_verify_reads_no_device_value():
                                   custom_mask=torch.ones(8, dtype=torch.bool, device="meta")))
     backend.init_forward_metadata(verify_batch)
     assert backend.forward_metadata.window_kv_indices.shape == (3 * WINDOW,)
+
+
+@pytest.mark.gpu
+def test_updates_without_host_lengths_do_not_wait_for_the_gpu():
+    req_to_token, seq_lens_cpu, req_pool_indices = batch(4, 9)
+    seq_lens = seq_lens_cpu.to(DEVICE)
+    graph_indices = torch.zeros(REQS * WINDOW, dtype=torch.int64, device=DEVICE)
+
+    def updates():
+        window_update(req_to_token, seq_lens, req_pool_indices, 4, translator=NoGather(req_to_token),
+                      window_kv_indices=graph_indices)
+        return window_update(req_to_token, seq_lens, req_pool_indices, 4, translator=NoGather(req_to_token))[1]
+
+    updates()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        indices = updates()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert len(indices) == 4 * WINDOW
