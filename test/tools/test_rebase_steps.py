@@ -101,6 +101,7 @@ def test_end_to_end_conflict_failing_test_interruption_drop_finish(checkout, up,
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "stopped at patch 2/3 0020-feature.patch: it applied, but its tests failed" in proc.stdout
     assert "first error: assert" in proc.stdout
+    assert f"rerun: SGLANG_GEMMA4_TREE={work} PYTHONPATH=python " in proc.stdout  # as the rebase ran them
     assert "| 0010-clash.patch | resolved by hand | 1 (1) | passed (1 passed" in proc.stdout  # the resolution kept
     assert "already upstream? no: its tests fail without it (1 failed) |" in proc.stdout
     (work / CLEAN).write_text((work / CLEAN).read_text().replace("# BROKEN\n", ""))
