@@ -17,6 +17,7 @@ Nothing in the repository changes before the last patch is in.  The state lives 
 tree's .git, written atomically after every step; every step can be redone from the saved state.
 """
 
+import hashlib
 import json
 import re
 import shutil
@@ -72,6 +73,7 @@ class Stop:
     kind: str  # "conflict", "upstream" or "tests"
     detail: str
     upstream: str = ""  # at a conflict: the already-upstream test check's outcome
+    tests_sha: str = ""  # at failing tests: the digest of its test files then (a later edit is reported)
 
 
 @dataclass
@@ -421,8 +423,15 @@ class Rebase:
         if run.ok:
             self.save(state)
             return True
-        return self._stop(state, Stop("tests", run.summary()),
+        return self._stop(state, Stop("tests", run.summary(), tests_sha=self._tests_digest(patch)),
                           lambda s: rebase_text.tests_message(s, self.work.path, patch, run))
+
+    def _tests_digest(self, patch: PatchFile) -> str:
+        digest = hashlib.sha256()
+        for test in patchtests.test_files(patch):
+            path = self.layout.root / test
+            digest.update(test.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"") + b"\0")
+        return digest.hexdigest()
 
     # -- what a maintainer's continue takes ----------------------------------------------------
 
@@ -473,6 +482,10 @@ class Rebase:
             self.work.git.run("reset", "-q", "--hard", taken.commit)
             taken.verdict = f"{taken.verdict}, fixed by hand after its tests failed"
             self.log(f"rebase: your edits are now part of {patch.name}")
+        if state.stop.tests_sha and state.stop.tests_sha != self._tests_digest(patch):
+            edited = "its tests edited after they failed"
+            taken.detail = f"{taken.detail}; {edited}" if taken.detail else edited
+            self.log(f"rebase: {edited} (in this repository: commit them with the move)")
         taken.tests = taken.tests_detail = ""
         state.stop = None
         self.save(state)
