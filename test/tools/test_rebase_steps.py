@@ -103,7 +103,7 @@ def test_end_to_end_conflict_failing_test_interruption_drop_finish(checkout, up,
     assert "first error: assert" in proc.stdout
     assert f"rerun: SGLANG_GEMMA4_TREE={work} PYTHONPATH=python " in proc.stdout  # as the rebase ran them
     assert "| 0010-clash.patch | resolved by hand | 1 (1) | passed (1 passed" in proc.stdout  # the resolution kept
-    assert "already upstream? no: its tests fail without it (1 failed) |" in proc.stdout
+    assert "already upstream? no: its tests fail without it (1 failed; first error: " in proc.stdout
     (work / CLEAN).write_text((work / CLEAN).read_text().replace("# BROKEN\n", ""))
     proc = checkout.tool("rebase", "--continue")  # the fix folds into the patch, its tests pass
 
@@ -266,3 +266,26 @@ def test_a_test_fixed_in_the_repository_is_reported(checkout, up, tmp_path):
     assert "its tests edited after they failed" in proc.stdout
     assert "| 0010-feature.patch | clean | 1 (0) | passed (1 passed, 0 failed, 0 errors, 0 skipped) | " \
            "its tests edited after they failed |" in proc.stdout
+
+
+def test_a_drop_at_a_conflict_checks_again_with_the_tests_adapted_there(checkout, up, tmp_path):
+    """At a conflict the already-upstream check fails on a test the release broke (not on the
+    behaviour); its first error says so. Adapted at the stop, the drop runs the check again and
+    keeps the tests' evidence, not a bare "dropped at a conflict"."""
+    test = write_test(checkout, "test_moved.py", "def test_behaviour():\n"
+                      "    assert (TREE / 'OLD_HELPER').exists(), 'the test needs OLD_HELPER'\n")
+    checkout.write_series({"0010-clash.patch": with_tests(
+        make_patch("clash", CLASH, up[CLASH], replace_line(up[CLASH], 30, "# ours")), test)})
+    assert checkout.tool("apply").returncode == 0
+    wheels = newer_release(checkout, tmp_path / "release", {CLASH: replace_line(up[CLASH], 30, "# theirs, the same fix")})
+    proc = rebase(checkout, "--wheel", *map(str, wheels))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Already upstream? no: its tests fail without it (1 failed; first error: AssertionError: the test needs " \
+           "OLD_HELPER" in proc.stdout
+    (checkout.root / test).write_text((checkout.root / test).read_text().replace("OLD_HELPER", "python"))
+    proc = checkout.tool("rebase", "--continue", "--drop", "--why", "upstream line 30")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "its tests were edited: already upstream? its tests pass without it" in proc.stdout
+    assert (f"# 0010-clash.patch: dropped in the move to sglang {NEW_VERSION}: already upstream (tests): its tests "
+            f"pass without it (passed (1 passed, 0 failed, 0 errors, 0 skipped)) on {NEW_VERSION} (tests edited at the stop); "
+            "upstream line 30") in checkout.layout.series_file.read_text()
