@@ -56,15 +56,6 @@ def test_structured_output_and_the_parsers_are_on_by_default_and_each_can_be_tur
     assert "--tool-call-parser" not in serve and serve[serve.index("--grammar-backend", serve.index("xgrammar")) + 1] == "none"
 
 
-def test_fp8_kv_is_opt_in_and_reaches_the_server_from_the_launcher():
-    assert parse_server_args(presets.server_args("26b-a4b", "/ckpt")).kv_cache_dtype == "auto"
-    fp8 = parse_server_args(presets.server_args("26b-a4b", "/ckpt", kv_fp8=True, draft="/draft"))
-    assert fp8.kv_cache_dtype == "fp8_e4m3" and fp8.speculative_algorithm == "NEXTN"
-    serve = dry_run("31b", "--model", "m", "--no-prebuild", "--kv-fp8")[0]
-    assert serve[serve.index("--kv-cache-dtype") + 1] == "fp8_e4m3"
-    assert "--kv-cache-dtype" not in dry_run("31b", "--model", "m", "--no-prebuild")[0]
-
-
 def test_json_under_a_schema_has_no_whitespace_a_model_could_repeat():
     import json
 

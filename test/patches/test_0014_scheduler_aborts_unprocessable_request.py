@@ -47,6 +47,11 @@ def fake_req(rid, input_text, input_ids, sampling_params, **kwargs):
 def scheduler(monkeypatch):
     monkeypatch.setattr(scheduler_module, "Req", fake_req)
     monkeypatch.setattr(scheduler_module, "get_serving", lambda: SimpleNamespace(allow_auto_truncate=False))
+    # sglang 0.5.18+ reads these config namespaces here (absent before: nothing to stub)
+    monkeypatch.setattr(scheduler_module, "get_mm", lambda: SimpleNamespace(mm_feature_transport="default"),
+                        raising=False)
+    monkeypatch.setattr(scheduler_module, "get_device", lambda: SimpleNamespace(mlx_enable_sampling=False),
+                        raising=False)
     s = object.__new__(Scheduler)
     s.ipc_channels = SimpleNamespace(send_to_tokenizer=Outbox())
     s.waiting_queue = []

@@ -29,6 +29,7 @@ from sglang.srt.model_executor.pool_configurator import (
     SWAWindowPoolConfigurator,
     create_memory_pool_configurator,
 )
+from sglang.srt.runtime_context import publish
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
 PAGE = 1
@@ -50,6 +51,8 @@ def switches(monkeypatch):
     monkeypatch.delenv("SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS", raising=False)
     # the configurator reads the attention TP size from the process's parallel state
     monkeypatch.setattr(pool_configurator, "get_parallel", lambda: SimpleNamespace(attn_tp_size=1))
+    yield
+    reset_context()  # the server args a test published (kv_cache_configurator)
 
 
 def kv_cache_configurator(tmp_path: pathlib.Path, variant: str, *flags: str):
@@ -58,6 +61,7 @@ def kv_cache_configurator(tmp_path: pathlib.Path, variant: str, *flags: str):
     args = server_args(write_config(tmp_path / variant, variant, "conditional"), "--chunked-prefill-size", "8192",
                        *flags)
     model_config = ModelConfig.from_server_args(args)
+    publish(args, role="test")  # the configurator reads its settings from the published args (sglang 0.5.18+)
     return SimpleNamespace(
         server_args=args, model_config=model_config, kv_cache_dtype=torch.bfloat16, kv_cache_dtype_str="auto",
         page_size=PAGE, sliding_window_size=SHAPES[variant][2], spec_algorithm=SpeculativeAlgorithm.NONE,

@@ -33,14 +33,17 @@ def test_nearest_version():
 
 
 def test_a_cached_environment_is_reused(tmp_path):
+    """Reused from wherever it is reached: the interpreter stamped at the build names the checkout
+    that built it (.cache/testenv/ is shared by checkouts through a link), not this one."""
     from sglang_gemma4.stack.layout import Layout
 
     layout = Layout(tmp_path)
     directory = testenv.env_dir(layout, "9.9.9", testenv.python_version(__import__("sys").executable))
     directory.mkdir(parents=True)
-    (directory / testenv.STAMP).write_text(json.dumps({"python": "/env/bin/python", "notes": ["torch x"], "pins": {}}))
+    (directory / testenv.STAMP).write_text(json.dumps({"python": "/other-checkout/bin/python", "notes": ["torch x"],
+                                                      "pins": {}}))
     env = testenv.ensure(layout, "9.9.9", Path("unused.whl"))
-    assert env.python == "/env/bin/python" and "torch x" in env.describe()
+    assert env.python == str(directory / "bin" / "python") and "torch x" in env.describe()
 
 
 def junit(tmp_path, cases: str) -> Path:
@@ -120,3 +123,20 @@ def test_a_patch_with_only_gpu_tests_has_no_cpu_tests(tmp_path):
     patch = PatchFile(tmp_path / "0010-x.patch", "Subject: x\nTests: test/test_gpu.py\n\n---\n")
     run = patchtests.run_patch_tests(tmp_path, tmp_path, patch, sys.executable)
     assert run.verdict == patchtests.NO_CPU_TESTS and run.ok
+
+
+def test_patch_tests_import_this_checkouts_tools(tmp_path):
+    """A release's CPU environment has the tools installed from the checkout that built it; a
+    patch's tests run from another checkout import that checkout's tools."""
+    from sglang_gemma4.stack.patchfile import PatchFile
+
+    package = tmp_path / "python" / "sglang_gemma4"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (tmp_path / "test").mkdir()
+    (tmp_path / "test" / "test_tools.py").write_text(
+        "from pathlib import Path\n\nimport sglang_gemma4\n\n\ndef test_x():\n"
+        f"    assert Path(sglang_gemma4.__file__).parent == Path({str(package)!r})\n")
+    patch = PatchFile(tmp_path / "0010-x.patch", "Subject: x\nTests: test/test_tools.py\n\n---\n")
+    run = patchtests.run_patch_tests(tmp_path, tmp_path, patch, sys.executable)
+    assert run.verdict == patchtests.PASSED, run.summary()

@@ -100,7 +100,9 @@ def run_patch_tests(root: Path, tree: Path, patch: PatchFile, python: str, marke
         return TestRun(COULD_NOT_RUN, first_error=f"{missing[0]} does not exist")
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
-        env = dict(os.environ, **{TREE_ENV: str(tree), "PYTHONDONTWRITEBYTECODE": "1"})
+        # the checkout's own tools first: the environment's editable install names the checkout that built it
+        path = os.pathsep.join(p for p in (str(root / "python"), os.environ.get("PYTHONPATH", "")) if p)
+        env = dict(os.environ, **{TREE_ENV: str(tree), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path})
         try:
             proc = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", markers,
                                    f"--junitxml={junit}", *tests], cwd=root, env=env, capture_output=True, text=True)

@@ -17,6 +17,7 @@ Nothing in the repository changes before the last patch is in.  The state lives 
 tree's .git, written atomically after every step; every step can be redone from the saved state.
 """
 
+import hashlib
 import json
 import re
 import shutil
@@ -72,6 +73,7 @@ class Stop:
     kind: str  # "conflict", "upstream" or "tests"
     detail: str
     upstream: str = ""  # at a conflict: the already-upstream test check's outcome
+    tests_sha: str = ""  # the digest of its test files at the stop (a later edit is reported, or checked again)
 
 
 @dataclass
@@ -145,8 +147,9 @@ def tests_pass_without(layout: Layout, tree: Path, patch: PatchFile, python: str
     run = patchtests.run_patch_tests(layout.root, tree, patch, python, patchtests.UPSTREAM_MARKERS)
     if run.verdict == patchtests.PASSED:
         return f"its tests pass without it ({run.summary()})"
-    if run.verdict == patchtests.FAILED:
-        return f"no: its tests fail without it ({run.failed} failed)"
+    if run.verdict == patchtests.FAILED:  # the first error tells a missing fix from a test the release broke
+        first = run.first_error.replace("|", "/")[:160]  # a cell of the report's table
+        return f"no: its tests fail without it ({run.failed} failed; first error: {first})"
     if run.verdict in (patchtests.NO_TESTS, patchtests.NO_CPU_TESTS):
         but = " but its kill_switch/gpu ones" if run.verdict == patchtests.NO_CPU_TESTS else ""
         return f"could not tell: {run.verdict}{but}"
@@ -368,7 +371,7 @@ class Rebase:
         if self._reuse_resolutions():
             return self._commit(state, patch, REUSED, checks, "git rerere replayed an earlier resolution")
         how = self._leave_conflict(patch)
-        stop = Stop("conflict", "\n".join(c.describe() for c in failed), upstream)
+        stop = Stop("conflict", "\n".join(c.describe() for c in failed), upstream, self._tests_digest(patch))
         return self._stop(state, stop, lambda s: rebase_text.conflict_message(s, self.work.path, patch, failed, how))
 
     def _reuse_resolutions(self) -> bool:
@@ -421,8 +424,15 @@ class Rebase:
         if run.ok:
             self.save(state)
             return True
-        return self._stop(state, Stop("tests", run.summary()),
+        return self._stop(state, Stop("tests", run.summary(), tests_sha=self._tests_digest(patch)),
                           lambda s: rebase_text.tests_message(s, self.work.path, patch, run))
+
+    def _tests_digest(self, patch: PatchFile) -> str:
+        digest = hashlib.sha256()
+        for test in patchtests.test_files(patch):
+            path = self.layout.root / test
+            digest.update(test.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"") + b"\0")
+        return digest.hexdigest()
 
     # -- what a maintainer's continue takes ----------------------------------------------------
 
@@ -473,6 +483,10 @@ class Rebase:
             self.work.git.run("reset", "-q", "--hard", taken.commit)
             taken.verdict = f"{taken.verdict}, fixed by hand after its tests failed"
             self.log(f"rebase: your edits are now part of {patch.name}")
+        if state.stop.tests_sha and state.stop.tests_sha != self._tests_digest(patch):
+            edited = "its tests edited after they failed"
+            taken.detail = f"{taken.detail}; {edited}" if taken.detail else edited
+            self.log(f"rebase: {edited} (in this repository: commit them with the move)")
         taken.tests = taken.tests_detail = ""
         state.stop = None
         self.save(state)
@@ -487,7 +501,7 @@ class Rebase:
         elif upstream_by_tests(stop.upstream):
             evidence = f"{UPSTREAM_TESTS}: {stop.upstream} on {state.pin['version']}"
         else:
-            evidence = "dropped at a conflict"
+            evidence = self._recheck_upstream(state, patch, stop)
         self.work.git.run("reset", "-q", "--hard", state.tip)
         self.work.git.run("rerere", "clear", check=False)
         for path in self._rejects():
@@ -495,6 +509,18 @@ class Rebase:
         state.dropped.append(Dropped(patch.name, f"{evidence}; {why}" if why else evidence, patchtests.test_files(patch)))
         self.log(f"rebase: dropped {patch.name}")
         self._advance(state)
+
+    def _recheck_upstream(self, state: RebaseState, patch: PatchFile, stop: Stop) -> str:
+        """A drop at a conflict after its tests were edited (adapted to the release): the
+        already-upstream check again, on the tip without the patch, so the evidence is the tests'."""
+        if not (state.run_tests and stop.tests_sha and stop.tests_sha != self._tests_digest(patch)):
+            return "dropped at a conflict"
+        self._clean_to(state.tip, patch)
+        tested = tests_pass_without(self.layout, self.work.path, patch, state.python)
+        self.log(f"rebase:   its tests were edited: already upstream? {tested}")
+        if upstream_by_tests(tested):
+            return f"{UPSTREAM_TESTS}: {tested} on {state.pin['version']} (tests edited at the stop)"
+        return f"dropped at a conflict (already upstream? {tested})"
 
     # -- helpers --------------------------------------------------------------------------------
 

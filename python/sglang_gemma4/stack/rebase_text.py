@@ -48,7 +48,7 @@ def tests_message(state, work: Path, patch: PatchFile, run: patchtests.TestRun) 
     tests = " ".join(patchtests.test_files(patch))
     return (f"\nrebase: stopped at {where(state)} {patch.name}: it applied, but its tests {run.verdict} "
             f"on sglang {state.pin['version']}\n  {run.summary()}\n"
-            f"  rerun: SGLANG_GEMMA4_TREE={work} {state.python} -m pytest -m 'not gpu' {tests}\n"
+            f"  rerun: SGLANG_GEMMA4_TREE={work} PYTHONPATH=python {state.python} -m pytest -m 'not gpu' {tests}\n"
             f"Next: fix the code in {work} (or the test in this repository), then\n"
             f"  make rebase-continue          fold your edits into {patch.name}, test again, go on\n"
             f"  make rebase-continue ACCEPT_FAILING=1 WHY=\"...\"   go on with the failure (the reason is reported)\n"

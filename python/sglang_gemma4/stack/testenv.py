@@ -135,10 +135,12 @@ def python_version(python: str) -> str:
 
 
 def load(directory: Path) -> TestEnv | None:
+    """The environment cached at `directory`; its interpreter is the one found there, not the path
+    stamped at its build (.cache/testenv/ is shared by checkouts through a link, and outlives them)."""
     stamp = directory / STAMP
     if not stamp.is_file():
         return None
-    return TestEnv(**json.loads(stamp.read_text()))
+    return TestEnv(**json.loads(stamp.read_text()) | {"python": str(directory / "bin" / "python")})
 
 
 def ensure(layout: Layout, release: str, wheel: Path, base_python: str = sys.executable, log=print,
