@@ -133,20 +133,20 @@ def test_gemma4_full_layer_takes_the_packed_kernel_and_the_switch_restores_the_o
     data = make_inputs(LENGTHS, 8, 1, 512, seed=7)  # E2B's full layers: 8 query heads on 1 KV head
     ref = reference(data, 0.1, logit_cap=3.0)
     new_out = through_extend_attention_fwd(data, 0.1, logit_cap=3.0)
-    assert spy.launches == [(64, 8, 32, 8, 2)] and old.launches == []
+    assert spy.launches == [(32, 4, 64, 8, 2)] and old.launches == []
     monkeypatch.setenv(SWITCH, "0")
     old_out = through_extend_attention_fwd(data, 0.1, logit_cap=3.0)
-    assert spy.launches == [(64, 8, 32, 8, 2)] and len(old.launches) == 1
+    assert spy.launches == [(32, 4, 64, 8, 2)] and len(old.launches) == 1
     for out in (new_out, old_out):
         torch.testing.assert_close(out, ref, rtol=TOLERANCE, atol=TOLERANCE)
     assert relative_difference(new_out, old_out, ref) < (1e-4 if DEVICE == "cpu" else 2e-2)
 
 
-def test_group_of_four_packs_sixteen_tokens_a_program(hopper):
+def test_group_of_four_packs_eight_tokens_a_program_with_the_default_tile(hopper):
     spy, old = hopper
     data = make_inputs(LENGTHS, 8, 2, 512, seed=8)  # E4B's full layers: 8 query heads on 2 KV heads
     out = through_extend_attention_fwd(data)
-    assert spy.launches == [(64, 16, 32, 8, 2)] and old.launches == []
+    assert spy.launches == [(32, 8, 64, 8, 2)] and old.launches == []
     torch.testing.assert_close(out, reference(data, 512 ** -0.5), rtol=TOLERANCE, atol=TOLERANCE)
 
 
