@@ -55,7 +55,7 @@ quilt:  # make test also applies the series with quilt
 
 $(VENV)/.stamp: python/pyproject.toml | python-version
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -e python/
+	$(VENV)/bin/pip install -q -e 'python/[lint]'
 	touch $@
 
 $(TEST_VENV)/.stamp: test/requirements-cpu.txt python/pyproject.toml test/env/build.sh | python-version
@@ -77,8 +77,10 @@ status: fetch  ## per patch: applies to the pin? applied in work/sglang? upstrea
 version: $(VENV)/.stamp  ## print the local version naming this pin + series
 	@$(TOOLS) version
 
-lint: $(VENV)/.stamp  ## check patches/series and every patch header
+lint: $(VENV)/.stamp  ## check patches/series, every patch header, new commit subjects, Python style (ruff.toml)
 	$(TOOLS) lint
+	$(VENV)/bin/ruff check python test
+	$(VENV)/bin/ruff format --check python test
 
 readme: $(VENV)/.stamp  ## regenerate the README's tables, benchmark_results/README.md and Bench: lines
 	$(TOOLS) readme
@@ -136,8 +138,7 @@ gpu-parity:  ## GPU host, bundle installed: pristine + patched vs transformers, 
 	. $(BUNDLE_PREFIX)/env-pristine.sh && PYTHONPATH=$(CURDIR)/python:$$PYTHONPATH \
 	  python3 -m sglang_gemma4.gpu.parity --out $(PARITY_OUT) --eager-variants e2b e4b
 
-test: quilt $(TEST_VENV)/.stamp apply  ## lint, series and apply checks, tool tests, each patch's CPU tests
-	$(TEST_PY) -m sglang_gemma4 lint
+test: quilt $(TEST_VENV)/.stamp apply lint  ## lint, series and apply checks, tool tests, each patch's CPU tests
 	$(TEST_PY) -m pytest
 
 shellcheck:  ## check every shell script of the repository (CI runs it)

@@ -8,7 +8,9 @@ import sys
 import types
 from pathlib import Path
 
-TREE = Path(os.environ.get("SGLANG_GEMMA4_TREE", Path(__file__).resolve().parents[1] / "work" / "sglang"))
+TREE = Path(
+    os.environ.get("SGLANG_GEMMA4_TREE", Path(__file__).resolve().parents[1] / "work" / "sglang")
+)
 if not (TREE / "python" / "sglang" / "__init__.py").is_file():
     raise RuntimeError(f"no sglang tree at {TREE}: run `make apply` first")
 sys.path.insert(0, str(TREE / "python"))

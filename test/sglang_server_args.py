@@ -31,6 +31,8 @@ def parse_server_args(args: list[str], bench_one_batch: bool = False) -> argpars
         with contextlib.redirect_stderr(stderr):
             parsed, unknown = _parser(bench_one_batch).parse_known_args(args)
     except SystemExit:
-        raise AssertionError(f"sglang refuses {shlex.join(args)}: {stderr.getvalue().strip()}") from None
+        raise AssertionError(
+            f"sglang refuses {shlex.join(args)}: {stderr.getvalue().strip()}"
+        ) from None
     assert not unknown, f"sglang does not know {unknown} in {shlex.join(args)}"
     return parsed

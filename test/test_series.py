@@ -8,10 +8,17 @@ from pathlib import Path
 import pytest
 
 from sglang_gemma4.cli import Stack
-from sglang_gemma4.stack.readme_table import BEGIN as README_BEGIN, DROPPED_BEGIN, DROPPED_DOC, DROPPED_END, \
-    END as README_END, dropped_table, patch_table
 from sglang_gemma4.stack.layout import Layout
 from sglang_gemma4.stack.lint import lint
+from sglang_gemma4.stack.readme_table import BEGIN as README_BEGIN
+from sglang_gemma4.stack.readme_table import (
+    DROPPED_BEGIN,
+    DROPPED_DOC,
+    DROPPED_END,
+    dropped_table,
+    patch_table,
+)
+from sglang_gemma4.stack.readme_table import END as README_END
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,11 +49,20 @@ def pristine_checkout(stack, tmp_path) -> Path:
 
 def test_quilt_push_all(stack, tmp_path):
     if shutil.which("quilt") is None:  # a prerequisite (README), not an optional check
-        pytest.fail("quilt is not installed (e.g. apt-get install quilt): the series must apply with quilt too")
+        pytest.fail(
+            "quilt is not installed (e.g. apt-get install quilt): the series must apply with quilt "
+            "too"
+        )
     tree = pristine_checkout(stack, tmp_path)
     try:
-        env = {"QUILT_PATCHES": str(ROOT / "patches"), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-        proc = subprocess.run(["quilt", "push", "-a", "--fuzz=0"], cwd=tree, env=env, capture_output=True, text=True)
+        env = {
+            "QUILT_PATCHES": str(ROOT / "patches"),
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+        }
+        proc = subprocess.run(
+            ["quilt", "push", "-a", "--fuzz=0"], cwd=tree, env=env, capture_output=True, text=True
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         for patch in stack.series.patches():
             for file in patch.files:
@@ -59,13 +75,35 @@ def test_git_am(stack, tmp_path):
     tree = pristine_checkout(stack, tmp_path)
     try:
         patches = stack.series.patches()
-        subprocess.run(["git", "-C", str(tree), "-c", "user.name=CI", "-c", "user.email=ci@localhost", "am", "-q",
-                        *[str(p.path) for p in patches]], check=True, capture_output=True)
-        log = subprocess.run(["git", "-C", str(tree), "log", "--format=%s", f"-{len(patches)}"],
-                             capture_output=True, text=True, check=True).stdout.split("\n")
+        subprocess.run(
+            [
+                "git",
+                "-C",
+                str(tree),
+                "-c",
+                "user.name=CI",
+                "-c",
+                "user.email=ci@localhost",
+                "am",
+                "-q",
+                *[str(p.path) for p in patches],
+            ],
+            check=True,
+            capture_output=True,
+        )
+        log = subprocess.run(
+            ["git", "-C", str(tree), "log", "--format=%s", f"-{len(patches)}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split("\n")
         assert log[: len(patches)] == [p.subject for p in reversed(patches)]
-        diff = subprocess.run(["git", "-C", str(tree), "diff", "--stat", "HEAD", stack.work.load_state().head],
-                              capture_output=True, text=True, check=True).stdout
+        diff = subprocess.run(
+            ["git", "-C", str(tree), "diff", "--stat", "HEAD", stack.work.load_state().head],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         assert diff == ""
     finally:
         stack.work.git.run("worktree", "remove", "--force", str(tree))

@@ -1,28 +1,4 @@
-"""sglang-gemma4: manage the Gemma-4 patch stack on the pinned SGLang release.
-
-  fetch         download the pinned wheels with pip, verify sha256, cache in .cache/upstream
-  apply         make work/sglang: pristine base commit + one commit per patch (idempotent)
-  build         write dist/sglang-<version>+gemma4.<hash>-*.whl from the applied work tree
-  status        per patch: subject, upstream status, does it apply to the pin, is it applied
-  lint          check patches/series and every patch header
-  refresh       export the work tree's commits back into their patch files (diff only)
-  new           start a patch from uncommitted edits in work/sglang
-  rebase        move the series to a newer sglang release, running each patch's tests once it is in:
-                stops at a conflict or failing tests (--continue, which also resumes an interrupted
-                run; --abort), asks before dropping a patch that looks upstream; the finish writes the
-                repository's files and prints a checklist
-  rebase-check  report how the series fares on a newer release, changing nothing
-  drift-status  fail if the kept drift report was made for another series
-  port-check    check a port (ports/X): in step with the series, applies exactly, its CPU tests pass
-  port-build    the port's patched wheel in dist/
-  verify-tests  prove each patch's tests fail without it and pass with it
-  version       print the local version that names the current series
-  readme        rewrite README.md's patch and results tables, benchmark_results/README.md and the
-                patches' Bench: lines (from benchmark_results/*/result.json)
-  pack-run      move a result folder's raw files into its raw.tar.xz
-  checkpoint    write a Gemma-4-shaped checkpoint (real shapes; random or no weights)
-  bundle        an offline install archive (pristine + patched overlay + deps) for a GPU host
-"""
+"""The sglang-gemma4 command: the patch stack's user and maintainer commands (COMMANDS)."""
 
 import argparse
 import getpass
@@ -35,8 +11,21 @@ import tempfile
 from pathlib import Path
 
 from sglang_gemma4.gpu.variants import ARCHS, VARIANTS
-from sglang_gemma4.stack import (bundle, drift, export, lint, port, readme_table, rebase, rebase_finish,
-                                  result_archive, result_text, testenv, verify)
+from sglang_gemma4.stack import (
+    bundle,
+    drift,
+    export,
+    lint,
+    port,
+    readme_table,
+    rebase,
+    rebase_finish,
+    result_archive,
+    result_text,
+    subjects,
+    testenv,
+    verify,
+)
 from sglang_gemma4.stack.build import build_wheel
 from sglang_gemma4.stack.errors import StackError
 from sglang_gemma4.stack.fetch import download_release, fetch_all, fetch_wheel
@@ -62,6 +51,37 @@ class Stack:
             path = fetch_wheel(self.pin, wheel, self.layout.cache_dir)
             self.work.create(self.pin, wheel, path)
         return self.work
+
+
+COMMANDS = """sglang-gemma4: manage the Gemma-4 patch stack on the pinned SGLang release.
+
+Using the stack:
+  fetch         download the pinned wheels with pip, verify sha256, cache in .cache/upstream
+  apply         make work/sglang: pristine base commit + one commit per patch (idempotent)
+  build         write dist/sglang-<version>+gemma4.<hash>-*.whl from the applied work tree
+  status        per patch: subject, upstream status, does it apply to the pin, is it applied
+  version       print the local version that names the current series
+  bundle        an offline install archive (pristine + patched overlay + deps) for a GPU host
+  checkpoint    write a Gemma-4-shaped checkpoint (real shapes; random or no weights)
+
+Maintaining it:
+  lint          check patches/series, every patch header and new commits' subjects
+  refresh       export the work tree's commits back into their patch files (diff only)
+  new           start a patch from uncommitted edits in work/sglang
+  rebase        move the series to a newer sglang release, running each patch's tests once it
+                is in: stops at a conflict or failing tests (--continue, which also resumes an
+                interrupted run; --abort), asks before dropping a patch that looks upstream; the
+                finish writes the repository's files and prints a checklist
+  rebase-check  report how the series fares on a newer release, changing nothing
+  drift-status  fail if the kept drift report was made for another series
+  port-check    check a port (ports/X): in step with the series, applies exactly, its CPU tests
+                pass
+  port-build    the port's patched wheel in dist/
+  verify-tests  prove each patch's tests fail without it and pass with it
+  readme        rewrite README.md's patch and results tables, benchmark_results/README.md and the
+                patches' Bench: lines (from benchmark_results/*/result.json)
+  pack-run      move a result folder's raw files into its raw.tar.xz
+"""
 
 
 def cmd_fetch(stack: Stack, args) -> int:
@@ -94,7 +114,9 @@ def cmd_readme(stack: Stack, args) -> int:
 
 def cmd_pack_run(stack: Stack, args) -> int:
     packed = result_archive.pack(Path(args.folder))
-    print(f"pack-run: {len(packed)} files moved into {Path(args.folder) / result_archive.RAW_ARCHIVE}")
+    print(
+        f"pack-run: {len(packed)} files moved into {Path(args.folder) / result_archive.RAW_ARCHIVE}"
+    )
     return 0
 
 
@@ -107,11 +129,17 @@ def cmd_status(stack: Stack, args) -> int:
     state = work.load_state()
     results = work.check_series(state.base, patches)
     applied = {(a.name, a.sha256) for a in state.applied}
-    print(f"{stack.pin.requirement}  series {local_version(stack.pin, patches)}  work tree {work.path}")
+    print(
+        f"{stack.pin.requirement}  series {local_version(stack.pin, patches)}  work tree "
+        f"{work.path}"
+    )
     print(f"{'#':>3}  {'patch':<45} {'applies':<8} {'applied':<8} upstream status")
     for i, (patch, result) in enumerate(zip(patches, results), start=1):
         in_tree = "yes" if (patch.name, patch.sha256) in applied else "no"
-        print(f"{i:>3}  {patch.name:<45} {result.verdict:<8} {in_tree:<8} {patch.fields.get('Upstream-Status', '?')}")
+        print(
+            f"{i:>3}  {patch.name:<45} {result.verdict:<8} {in_tree:<8} "
+            f"{patch.fields.get('Upstream-Status', '?')}"
+        )
         for detail in result.offsets:
             print(f"{'':>5}{detail}")
         if result.error:
@@ -124,8 +152,12 @@ def cmd_status(stack: Stack, args) -> int:
 
 def cmd_lint(stack: Stack, args) -> int:
     errors = lint.lint(stack.series, stack.layout.root)
+    long, note = subjects.long_subjects(stack.layout.root)
+    errors += long
     for error in errors:
         print(error)
+    if note:
+        print(f"lint: commit subjects not checked: {note}")
     print(f"lint: {len(stack.series.names)} patches, {len(errors)} problems")
     return 1 if errors else 0
 
@@ -184,8 +216,13 @@ def test_env(stack: Stack, args, new_pin: Pin, wheels: list[Path]) -> testenv.Te
 
 
 def repository_head(root: Path) -> str:
-    return rebase_finish.git_repository(root) and subprocess.run(
-        ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() or ""
+    return (
+        rebase_finish.git_repository(root)
+        and subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        or ""
+    )
 
 
 def cmd_rebase(stack: Stack, args) -> int:
@@ -194,16 +231,29 @@ def cmd_rebase(stack: Stack, args) -> int:
         work.abort()
         return 0
     if args.resume:
-        return 0 if work.resume(drop=args.drop, why=args.why, accept_failing=args.accept_failing) else 1
+        return (
+            0
+            if work.resume(drop=args.drop, why=args.why, accept_failing=args.accept_failing)
+            else 1
+        )
     if args.drop or args.why or args.accept_failing:
         raise StackError("--drop, --accept-failing and --why go with --continue")
-    rebase.check_start(stack.layout, stack.pin, target_version(stack, args), args.force)  # before any download
+    rebase.check_start(
+        stack.layout, stack.pin, target_version(stack, args), args.force
+    )  # before any download
     with tempfile.TemporaryDirectory() as tmp:
         wheels = release_wheels(stack, args, Path(tmp))
         new_pin = rebase.pin_from_wheels(stack.pin.name, wheels)
         env = test_env(stack, args, new_pin, wheels)
-        done = work.start(stack.pin, new_pin, wheels, env, check_upstream=args.check_upstream, force=args.force,
-                          repo_head=repository_head(stack.layout.root))
+        done = work.start(
+            stack.pin,
+            new_pin,
+            wheels,
+            env,
+            check_upstream=args.check_upstream,
+            force=args.force,
+            repo_head=repository_head(stack.layout.root),
+        )
     return 0 if done else 1
 
 
@@ -214,9 +264,18 @@ def cmd_rebase_check(stack: Stack, args) -> int:
         wheels = release_wheels(stack, args, Path(tmp))
         new_pin = rebase.pin_from_wheels(stack.pin.name, wheels)
         env = test_env(stack, args, new_pin, wheels)
-        rows = drift.check_release(stack.layout, new_pin, wheels[0], env.python if env else "", env is not None)
-    out = drift.write_report(stack.layout, stack.pin, new_pin, rows, env is not None,
-                             Path(args.out) if args.out else None, env.describe() if env else "")
+        rows = drift.check_release(
+            stack.layout, new_pin, wheels[0], env.python if env else "", env is not None
+        )
+    out = drift.write_report(
+        stack.layout,
+        stack.pin,
+        new_pin,
+        rows,
+        env is not None,
+        Path(args.out) if args.out else None,
+        env.describe() if env else "",
+    )
     print(out.read_text())
     print(f"rebase-check: report written to {out} (and {out.with_suffix('.json').name})")
     return 0
@@ -227,8 +286,11 @@ def cmd_drift_status(stack: Stack, args) -> int:
     for line in stale:
         print(f"drift-status: stale: {line}")
     if not stale:
-        print(f"drift-status: every report in {drift.report_dir(stack.layout).relative_to(stack.layout.root)} "
-              "describes the current series")
+        print(
+            "drift-status: every report in "
+            f"{drift.report_dir(stack.layout).relative_to(stack.layout.root)} "
+            "describes the current series"
+        )
     return 1 if stale else 0
 
 
@@ -237,8 +299,10 @@ def cmd_port_check(stack: Stack, args) -> int:
     for line in problems:
         print(f"port-check: {line}")
     if not problems:
-        print(f"port-check: ports/{args.port} is in step with patches/series, applies exactly"
-              + (", and its CPU tests pass" if not args.skip_tests else " (tests not run)"))
+        print(
+            f"port-check: ports/{args.port} is in step with patches/series, applies exactly"
+            + (", and its CPU tests pass" if not args.skip_tests else " (tests not run)")
+        )
     return 1 if problems else 0
 
 
@@ -266,8 +330,16 @@ def cmd_checkpoint(stack: Stack, args) -> int:
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
-        write_checkpoint(args.variant, Path(args.out), layers=args.layers, arch=args.arch, weights=args.weights,
-                         seed=args.seed, repo_root=stack.layout.root, device=device)
+        write_checkpoint(
+            args.variant,
+            Path(args.out),
+            layers=args.layers,
+            arch=args.arch,
+            weights=args.weights,
+            seed=args.seed,
+            repo_root=stack.layout.root,
+            device=device,
+        )
     except ValueError as e:  # a shape or option this generator does not make
         raise StackError(f"checkpoint: {e}") from None
     return 0
@@ -279,22 +351,39 @@ def cmd_version(stack: Stack, args) -> int:
 
 
 def add_test_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--python", help="interpreter that runs each patch's tests, used as it is (default: the "
-                   "release's own CPU environment, built once under .cache/testenv/ from its wheel's pins)")
-    p.add_argument("--env-python", default=sys.executable,
-                   help="the interpreter the release's CPU environment is made with (default: this one)")
-    p.add_argument("--skip-tests", action="store_true", help="run no test: already-upstream by text alone, "
-                   "and nothing proves a moved patch works")
+    p.add_argument(
+        "--python",
+        help="interpreter that runs each patch's tests, used as it is (default: the "
+        "release's own CPU environment, built once under .cache/testenv/ from its wheel's pins)",
+    )
+    p.add_argument(
+        "--env-python",
+        default=sys.executable,
+        help="the interpreter the release's CPU environment is made with (default: this one)",
+    )
+    p.add_argument(
+        "--skip-tests",
+        action="store_true",
+        help="run no test: already-upstream by text alone, and nothing proves a moved patch works",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sglang-gemma4", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="sglang-gemma4",
+        description=COMMANDS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("fetch", help="download and verify the pinned wheels").set_defaults(run=cmd_fetch)
+    sub.add_parser("fetch", help="download and verify the pinned wheels").set_defaults(
+        run=cmd_fetch
+    )
     a = sub.add_parser("apply", help="pristine base + one commit per patch in work/sglang")
-    a.add_argument("--force", action="store_true",
-                   help="stash uncommitted edits / branch off unexported commits instead of refusing")
+    a.add_argument(
+        "--force",
+        action="store_true",
+        help="stash uncommitted edits / branch off unexported commits instead of refusing",
+    )
     a.set_defaults(run=cmd_apply)
     b = sub.add_parser("build", help="write the patched wheel to dist/")
     b.add_argument("--python", help="target CPython, e.g. 3.12 (default: this interpreter's)")
@@ -302,90 +391,170 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("status", help="table of patches: applies? applied? upstream status")
     s.add_argument("--markdown", action="store_true", help="print the README patch table instead")
     s.set_defaults(run=cmd_status)
-    sub.add_parser("readme", help="rewrite README.md's tables, the results index and the Bench: lines"
-                   ).set_defaults(run=cmd_readme)
-    pk = sub.add_parser("pack-run", help="move a result folder's raw files (all but README.md, result.json "
-                        "and *.png) into its raw.tar.xz")
-    pk.add_argument("folder", help="e.g. benchmark_results/2026-11-23-h100-26b-a4b-g0c27db1065-decode-stages-ab")
+    sub.add_parser(
+        "readme", help="rewrite README.md's tables, the results index and the Bench: lines"
+    ).set_defaults(run=cmd_readme)
+    pk = sub.add_parser(
+        "pack-run",
+        help="move a result folder's raw files (all but README.md, result.json "
+        "and *.png) into its raw.tar.xz",
+    )
+    pk.add_argument(
+        "folder", help="e.g. benchmark_results/2026-11-23-h100-26b-a4b-g0c27db1065-decode-stages-ab"
+    )
     pk.set_defaults(run=cmd_pack_run)
-    sub.add_parser("lint", help="check the series and every patch header").set_defaults(run=cmd_lint)
-    sub.add_parser("refresh", help="rewrite patch files from the work tree's commits").set_defaults(run=cmd_refresh)
+    sub.add_parser(
+        "lint", help="check the series, every patch header and commit subjects"
+    ).set_defaults(run=cmd_lint)
+    sub.add_parser("refresh", help="rewrite patch files from the work tree's commits").set_defaults(
+        run=cmd_refresh
+    )
     n = sub.add_parser("new", help="make a new patch (end of the series) from uncommitted edits")
     n.add_argument("slug", help="lower-case words joined by '-', e.g. gemma4-fused-router")
     n.add_argument("--subject", required=True, help="one-line summary (the patch's Subject:)")
-    n.add_argument("--author", default=f"{getpass.getuser()} <{getpass.getuser()}@localhost>",
-                   help="'Name <email>' for the Author: field")
+    n.add_argument(
+        "--author",
+        default=f"{getpass.getuser()} <{getpass.getuser()}@localhost>",
+        help="'Name <email>' for the Author: field",
+    )
     n.set_defaults(run=cmd_new)
-    r = sub.add_parser("rebase", help="move the series to a newer sglang release, stopping at each conflict",
-                       description="Apply the series onto a newer release in work/sglang (branch rebase/X), one "
-                       "patch at a time, running each patch's own tests once it is in. It stops at a patch that "
-                       "does not apply (conflict markers or .rej files left to resolve; every failing hunk named; "
-                       "resolutions recorded by git rerere replayed), that looks already upstream (it "
-                       "reverse-applies, or at a conflict its tests pass without it), or whose tests fail. "
-                       "--continue also resumes after an interruption. The repository's files are written only "
-                       "after the last patch, then a checklist of what is left is printed.")
+    r = sub.add_parser(
+        "rebase",
+        help="move the series to a newer sglang release, stopping at each conflict",
+        description="Apply the series onto a newer release in work/sglang (branch rebase/X), one "
+        "patch at a time, running each patch's own tests once it is in. It stops at a patch that "
+        "does not apply (conflict markers or .rej files left to resolve; every failing hunk named; "
+        "resolutions recorded by git rerere replayed), that looks already upstream (it "
+        "reverse-applies, or at a conflict its tests pass without it), or whose tests fail. "
+        "--continue also resumes after an interruption. The repository's files are written only "
+        "after the last patch, then a checklist of what is left is printed.",
+    )
     action = r.add_mutually_exclusive_group(required=True)
-    action.add_argument("--to", metavar="VERSION", help="start: download this sglang release from PyPI")
-    action.add_argument("--wheel", nargs="+", metavar="WHL", help="start: use these local wheel files instead")
-    action.add_argument("--continue", dest="resume", action="store_true",
-                        help="take the resolved work tree as the stopped patch (or keep a patch that looked "
-                             "upstream) and go on")
-    action.add_argument("--abort", action="store_true", help="forget the rebase; back to the old pin's work tree")
+    action.add_argument(
+        "--to", metavar="VERSION", help="start: download this sglang release from PyPI"
+    )
+    action.add_argument(
+        "--wheel", nargs="+", metavar="WHL", help="start: use these local wheel files instead"
+    )
+    action.add_argument(
+        "--continue",
+        dest="resume",
+        action="store_true",
+        help="take the resolved work tree as the stopped patch (or keep a patch that looked "
+        "upstream) and go on",
+    )
+    action.add_argument(
+        "--abort", action="store_true", help="forget the rebase; back to the old pin's work tree"
+    )
     r.add_argument("--drop", action="store_true", help="with --continue: drop the stopped patch")
-    r.add_argument("--why", default="", help="with --drop: the evidence kept in the series comment "
-                   "(e.g. the upstream file and function that does the same); with --accept-failing: the reason")
-    r.add_argument("--accept-failing", action="store_true",
-                   help="with --continue at failing tests: go on all the same (--why is required)")
-    r.add_argument("--check-upstream", action="store_true",
-                   help="start: run the tests-based already-upstream check before every patch, not only at a conflict")
+    r.add_argument(
+        "--why",
+        default="",
+        help="with --drop: the evidence kept in the series comment "
+        "(e.g. the upstream file and function that does the same); with --accept-failing: the "
+        "reason",
+    )
+    r.add_argument(
+        "--accept-failing",
+        action="store_true",
+        help="with --continue at failing tests: go on all the same (--why is required)",
+    )
+    r.add_argument(
+        "--check-upstream",
+        action="store_true",
+        help="start: run the tests-based already-upstream check before every patch, not only "
+        "at a conflict",
+    )
     r.add_argument("--force", action="store_true", help="start: allow a release older than the pin")
     add_test_arguments(r)
     r.set_defaults(run=cmd_rebase)
-    rc = sub.add_parser("rebase-check", help="report how the series fares on a newer release (changes nothing)")
+    rc = sub.add_parser(
+        "rebase-check", help="report how the series fares on a newer release (changes nothing)"
+    )
     source = rc.add_mutually_exclusive_group(required=True)
     source.add_argument("--to", metavar="VERSION", help="download this sglang release from PyPI")
-    source.add_argument("--wheel", nargs="+", metavar="WHL", help="use these local wheel files instead")
-    rc.add_argument("--out", help="report file (default docs/drift/sglang-VERSION.md, plus a .json beside it)")
+    source.add_argument(
+        "--wheel", nargs="+", metavar="WHL", help="use these local wheel files instead"
+    )
+    rc.add_argument(
+        "--out", help="report file (default docs/drift/sglang-VERSION.md, plus a .json beside it)"
+    )
     add_test_arguments(rc)
     rc.set_defaults(run=cmd_rebase_check)
-    sub.add_parser("drift-status", help="fail if a drift report in docs/drift/ was made for another series"
-                   ).set_defaults(run=cmd_drift_status)
-    pc = sub.add_parser("port-check", help="check a port to a newer release (ports/VERSION)",
-                        description="Verify the port's wheels, apply its series exactly onto the release in "
-                        "work/ports/VERSION, run each ported patch's CPU tests there in the release's CPU test "
-                        "environment (.cache/testenv/), and check that every patch of patches/series is ported "
-                        "from its current version or named in the port's [dropped] table, and that the port "
-                        "agrees with docs/drift/. --write rewrites results.json and REPORT.md instead of "
-                        "comparing them.")
-    pc.add_argument("--port", required=True, metavar="VERSION", help="the port's release, e.g. 0.5.23")
-    pc.add_argument("--python", help="run the tests with this interpreter as it is (default: the release's "
-                    "CPU test environment, built once)")
-    pc.add_argument("--write", action="store_true", help="rewrite the port's results.json and REPORT.md")
+    sub.add_parser(
+        "drift-status", help="fail if a drift report in docs/drift/ was made for another series"
+    ).set_defaults(run=cmd_drift_status)
+    pc = sub.add_parser(
+        "port-check",
+        help="check a port to a newer release (ports/VERSION)",
+        description="Verify the port's wheels, apply its series exactly onto the release in "
+        "work/ports/VERSION, run each ported patch's CPU tests there in the release's CPU test "
+        "environment (.cache/testenv/), and check that every patch of patches/series is ported "
+        "from its current version or named in the port's [dropped] table, and that the port "
+        "agrees with docs/drift/. --write rewrites results.json and REPORT.md instead of "
+        "comparing them.",
+    )
+    pc.add_argument(
+        "--port", required=True, metavar="VERSION", help="the port's release, e.g. 0.5.23"
+    )
+    pc.add_argument(
+        "--python",
+        help="run the tests with this interpreter as it is (default: the release's "
+        "CPU test environment, built once)",
+    )
+    pc.add_argument(
+        "--write", action="store_true", help="rewrite the port's results.json and REPORT.md"
+    )
     pc.add_argument("--skip-tests", action="store_true", help="only the data and apply checks")
     pc.set_defaults(run=cmd_port_check)
-    pb = sub.add_parser("port-build", help="write the port's patched wheel to dist/ (ports/VERSION)")
-    pb.add_argument("--port", required=True, metavar="VERSION", help="the port's release, e.g. 0.5.23")
+    pb = sub.add_parser(
+        "port-build", help="write the port's patched wheel to dist/ (ports/VERSION)"
+    )
+    pb.add_argument(
+        "--port", required=True, metavar="VERSION", help="the port's release, e.g. 0.5.23"
+    )
     pb.add_argument("--python", help="the wheel's Python, e.g. 3.12 (default: this interpreter's)")
     pb.set_defaults(run=cmd_port_build)
     v = sub.add_parser("verify-tests", help="each patch's tests fail without it and pass with it")
-    v.add_argument("--python", default=sys.executable, help="interpreter with the test requirements")
+    v.add_argument(
+        "--python", default=sys.executable, help="interpreter with the test requirements"
+    )
     v.set_defaults(run=cmd_verify_tests)
-    bn = sub.add_parser("bundle", help="offline install archive for a GPU host (dist/bundle/*.part-NN)")
-    bn.add_argument("--target", default="scripts/gpu/target-hopper-py312.toml", help="the host's description")
+    bn = sub.add_parser(
+        "bundle", help="offline install archive for a GPU host (dist/bundle/*.part-NN)"
+    )
+    bn.add_argument(
+        "--target", default="scripts/gpu/target-hopper-py312.toml", help="the host's description"
+    )
     bn.set_defaults(run=cmd_bundle)
-    c = sub.add_parser("checkpoint", help="a Gemma-4-shaped checkpoint (config, tokenizer, random or no weights)")
+    c = sub.add_parser(
+        "checkpoint", help="a Gemma-4-shaped checkpoint (config, tokenizer, random or no weights)"
+    )
     c.add_argument("--variant", required=True, choices=sorted(VARIANTS))
     c.add_argument("--layers", type=int, help="fewer layers, keeping the variant's features")
-    c.add_argument("--arch", choices=sorted(ARCHS), default="causal",
-                   help="text-only, multimodal, or the MTP assistant draft of a 26b-a4b/31b target")
-    c.add_argument("--weights", choices=["random", "none"], default="none",
-                   help="random: safetensors with O(1) activations; none: serve with --load-format dummy")
+    c.add_argument(
+        "--arch",
+        choices=sorted(ARCHS),
+        default="causal",
+        help="text-only, multimodal, or the MTP assistant draft of a 26b-a4b/31b target",
+    )
+    c.add_argument(
+        "--weights",
+        choices=["random", "none"],
+        default="none",
+        help="random: safetensors with O(1) activations; none: serve with --load-format dummy",
+    )
     c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--device", default="cpu",
-                   help="where random weights are made: cpu, cuda (much faster) or auto (cuda when present)")
+    c.add_argument(
+        "--device",
+        default="cpu",
+        help="where random weights are made: cpu, cuda (much faster) or auto (cuda when present)",
+    )
     c.add_argument("--out", required=True)
     c.set_defaults(run=cmd_checkpoint)
-    sub.add_parser("version", help="print the local version naming this series").set_defaults(run=cmd_version)
+    sub.add_parser("version", help="print the local version naming this series").set_defaults(
+        run=cmd_version
+    )
     return p
 
 
@@ -400,8 +569,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except BrokenPipeError:
         if not stdout_reader_gone():
-            raise  # another pipe or socket broke (a download, a child process): that error is the news
-        # The reader left early (`status | head`): stop as a shell tool does on SIGPIPE, with no traceback,
+            # another pipe or socket broke (a download, a child process): that error is the news
+            raise
+        # The reader left early (`status | head`): stop as a shell tool does on SIGPIPE, with no
+        # traceback,
         # and point stdout at /dev/null so that the exit flush does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE

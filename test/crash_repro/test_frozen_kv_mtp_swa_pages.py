@@ -15,9 +15,18 @@ TREE = Path(os.environ.get("SGLANG_GEMMA4_TREE", REPO / "work" / "sglang"))
 
 
 def test_draft_backend_sees_the_target_swa_pool():
-    run = subprocess.run([sys.executable, str(SCRIPT), "--tree", str(TREE)], capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--tree", str(TREE)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     result = json.loads(run.stdout.strip().splitlines()[-1])
-    assert result == {"swapped_pool_is_target_swa_pool": True, "backend_use_sliding_window_kv_pool": True,
-                      "backend_swa_pool_is_swapped_pool": True, "draft_own_pool_is_swa": False, "agrees": True}
+    assert result == {
+        "swapped_pool_is_target_swa_pool": True,
+        "backend_use_sliding_window_kv_pool": True,
+        "backend_swa_pool_is_swapped_pool": True,
+        "draft_own_pool_is_swa": False,
+        "agrees": True,
+    }

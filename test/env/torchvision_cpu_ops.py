@@ -1,4 +1,5 @@
-"""Test environment only (test/env/build.sh loads it through a .pth file): torchvision on a CPU torch.
+"""Test environment only (test/env/build.sh loads it through a .pth file): torchvision on a CPU
+torch.
 
 torchvision's Linux wheels on PyPI are built against CUDA torch, so on the test environment's CPU
 torch its compiled ops (nms, roi_align, image decoding) do not load. torchvision allows that: an op
@@ -35,7 +36,8 @@ def declare_missing_ops() -> None:
 
 
 class DeclareBeforeTorchvision(importlib.abc.MetaPathFinder):
-    """Runs declare_missing_ops at the first lookup of torchvision (import or find_spec), then steps aside."""
+    """Runs declare_missing_ops at the first lookup of torchvision (import or find_spec), then steps
+    aside."""
 
     def find_spec(self, name, path=None, target=None):
         if name == "torchvision":

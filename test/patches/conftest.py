@@ -1,7 +1,8 @@
 from dataclasses import fields
 from types import SimpleNamespace
 
-# Importing patched_tree (test/patched_tree.py) puts the patched sglang first on sys.path before any test imports it.
+# Importing patched_tree (test/patched_tree.py) puts the patched sglang first on sys.path before any
+# test imports it.
 import patched_tree  # noqa: F401
 import pytest
 
@@ -11,8 +12,13 @@ def one_process_group():
     """Tensor parallelism of one, as a single-GPU server sets it up."""
     from sglang.srt.distributed import parallel_state
 
-    parallel_state.init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
-                                                distributed_init_method="tcp://127.0.0.1:29517")
+    parallel_state.init_distributed_environment(
+        world_size=1,
+        rank=0,
+        local_rank=0,
+        backend="gloo",
+        distributed_init_method="tcp://127.0.0.1:29517",
+    )
     parallel_state.initialize_model_parallel(tensor_model_parallel_size=1)
     yield
     parallel_state.destroy_model_parallel()
@@ -72,16 +78,28 @@ def decode_step(monkeypatch):
     def run(reqs, logits_output, next_token_ids):
         parts = {f.name: None for f in fields(cls)}
         parts.update(
-            enable_overlap=False, enable_overlap_mlx=False, output_streamer=Streamer(),
-            metrics_reporter=SimpleNamespace(num_generated_tokens=0, forward_ct_decode=0,
-                                             report_decode_stats=lambda *a, **k: None),
-            token_to_kv_pool_allocator=SimpleNamespace(free_group_begin=lambda: None,
-                                                       free_group_end=lambda: None))
+            enable_overlap=False,
+            enable_overlap_mlx=False,
+            output_streamer=Streamer(),
+            metrics_reporter=SimpleNamespace(
+                num_generated_tokens=0,
+                forward_ct_decode=0,
+                report_decode_stats=lambda *a, **k: None,
+            ),
+            token_to_kv_pool_allocator=SimpleNamespace(
+                free_group_begin=lambda: None, free_group_end=lambda: None
+            ),
+        )
         processor = cls(**parts)
-        batch = SimpleNamespace(reqs=reqs, spec_algorithm=SimpleNamespace(is_none=lambda: True),
-                                return_logprob=False, batch_size=lambda: len(reqs))
+        batch = SimpleNamespace(
+            reqs=reqs,
+            spec_algorithm=SimpleNamespace(is_none=lambda: True),
+            return_logprob=False,
+            batch_size=lambda: len(reqs),
+        )
         processor.process_batch_result_decode(
-            batch, GenerationBatchResult(logits_output=logits_output, next_token_ids=next_token_ids))
+            batch, GenerationBatchResult(logits_output=logits_output, next_token_ids=next_token_ids)
+        )
         return processor
 
     return run

@@ -39,8 +39,9 @@ def server_args(model_dir: Path, *extra: str, **fields):
     flag can give (a --config file's), set before sglang 0.5.23+ resolves the record."""
     # the launch preset's attention backend: on a CPU device sglang would pick intel_amx, which
     # its Gemma 4 checks refuse
-    args = resolved_server_args(["--model-path", str(model_dir), "--device", "cpu", "--attention-backend", "triton",
-                                 *extra])
+    args = resolved_server_args(
+        ["--model-path", str(model_dir), "--device", "cpu", "--attention-backend", "triton", *extra]
+    )
     if hasattr(args, "resolve_once"):  # sglang 0.5.23+ resolves the record apart from building it
         for name, value in fields.items():
             setattr(args, name, value)

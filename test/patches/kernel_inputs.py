@@ -40,6 +40,7 @@ class LaunchSpy:
         def launch(*args, **kwargs):
             self.launches.append(tuple(kwargs[k] for k in self.options))
             return self.kernel[grid](*args, **kwargs)
+
         return launch
 
 

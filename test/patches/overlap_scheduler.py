@@ -25,8 +25,15 @@ class OverlapScheduler:
     def prefill_batch(self):
         if not self.waiting and self.chunked_req is None:
             return None
-        adder = PrefillAdder(self.s.page_size, self.s.cache, self.s.allocator, self.running,
-                             self.new_token_ratio, 4096, self.chunk)
+        adder = PrefillAdder(
+            self.s.page_size,
+            self.s.cache,
+            self.s.allocator,
+            self.running,
+            self.new_token_ratio,
+            4096,
+            self.chunk,
+        )
         if self.chunked_req is not None:
             self.chunked_req.init_next_round_input()
             self.chunked_req = adder.add_chunked_req(self.chunked_req)
@@ -34,8 +41,12 @@ class OverlapScheduler:
             if len(adder.can_run_list) >= self.s.req_to_token_pool.available_size():
                 break
             req.init_next_round_input(self.s.cache)
-            if adder.add_one_req(req, has_chunked_req=self.chunked_req is not None,
-                                 truncation_align_size=None) != AddReqResult.CONTINUE:
+            if (
+                adder.add_one_req(
+                    req, has_chunked_req=self.chunked_req is not None, truncation_align_size=None
+                )
+                != AddReqResult.CONTINUE
+            ):
                 break
         if not adder.can_run_list:
             return None
@@ -110,8 +121,12 @@ class OverlapScheduler:
                     self.running.merge_batch(last)
         batch = self.prefill_batch() or self.decode_batch()
         # two prefill batches in a row run one after the other, the rest overlapped
-        in_order = batch is not None and last is not None and batch.forward_mode.is_extend() \
+        in_order = (
+            batch is not None
+            and last is not None
+            and batch.forward_mode.is_extend()
             and last.forward_mode.is_extend()
+        )
         if in_order and self.results:
             self.process_result()
         if batch is not None:
@@ -123,8 +138,12 @@ class OverlapScheduler:
         self.last_batch = batch
 
     def idle(self) -> bool:
-        return (not self.waiting and self.chunked_req is None and not self.results
-                and all(r.finished() for r in self.running.reqs))
+        return (
+            not self.waiting
+            and self.chunked_req is None
+            and not self.results
+            and all(r.finished() for r in self.running.reqs)
+        )
 
 
 __all__ = ["OverlapScheduler"]

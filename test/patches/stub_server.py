@@ -19,7 +19,9 @@ class StubTokenizerManager:
     answered with an awaitable that fails."""
 
     def __init__(self, **server_args):
-        self.server_args = SimpleNamespace(**{"api_key": None, "admin_api_key": None, "enable_lora": False, **server_args})
+        self.server_args = SimpleNamespace(
+            **{"api_key": None, "admin_api_key": None, "enable_lora": False, **server_args}
+        )
         self.served_model_name = "gemma-4"
         self.model_config = SimpleNamespace(context_len=TOKEN_LIMIT)
         self.reached: list[str] = []
@@ -46,9 +48,14 @@ def serve(monkeypatch, **server_args) -> tuple[TestClient, StubTokenizerManager]
     """A client of the app whose tokenizer manager is a stub with these server args (api_key=...,
     admin_api_key=...). An exception a handler lets out is answered 500, as uvicorn does."""
     manager = StubTokenizerManager(**server_args)
-    monkeypatch.setattr(http_server, "_global_state",
-                        SimpleNamespace(tokenizer_manager=manager, template_manager=None, scheduler_info={}))
-    http_server.app.middleware_stack = None  # built again on the next request, for these server args
+    monkeypatch.setattr(
+        http_server,
+        "_global_state",
+        SimpleNamespace(tokenizer_manager=manager, template_manager=None, scheduler_info={}),
+    )
+    http_server.app.middleware_stack = (
+        None  # built again on the next request, for these server args
+    )
     return TestClient(http_server.app, raise_server_exceptions=False), manager
 
 

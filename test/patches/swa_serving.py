@@ -1,7 +1,8 @@
-"""The scheduler's KV bookkeeping for a hybrid sliding-window model, without a model: sglang's own SWA
-allocator and pools, unified radix cache (Full + SWA components), PrefillAdder and ScheduleBatch,
-driven through the calls the scheduler makes (admission and prefill, decode steps, finish,
-retraction), with no model forward. The patches' tests use it to check what stays allocated."""
+"""The scheduler's KV bookkeeping for a hybrid sliding-window model, without a model: sglang's own
+SWA allocator and pools, unified radix cache (Full + SWA components), PrefillAdder and
+ScheduleBatch, driven through the calls the scheduler makes (admission and prefill, decode steps,
+finish, retraction), with no model forward. The patches' tests use it to check what stays
+allocated."""
 
 import pathlib
 import tempfile
@@ -17,9 +18,12 @@ from sglang.srt.managers.schedule_policy import PrefillAdder
 from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
 from sglang.srt.mem_cache.base_prefix_cache import EvictParams
 from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+
 try:
     from sglang.srt.mem_cache.common import maybe_cache_unfinished_req, release_kv_cache
-except ImportError:  # sglang 0.5.23+: checkpoint_kv_cache, and release_kv_cache says whether to checkpoint
+except (
+    ImportError
+):  # sglang 0.5.23+: checkpoint_kv_cache, and release_kv_cache says whether to checkpoint
     from sglang.srt.mem_cache.common import checkpoint_kv_cache
     from sglang.srt.mem_cache.common import release_kv_cache as _release_kv_cache
 
@@ -28,6 +32,8 @@ except ImportError:  # sglang 0.5.23+: checkpoint_kv_cache, and release_kv_cache
 
     def release_kv_cache(req, tree_cache):
         _release_kv_cache(req, tree_cache, checkpoint=True)
+
+
 from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
 from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
 from sglang.srt.mem_cache.unified_cache.components import ComponentType
@@ -37,8 +43,11 @@ from sglang.srt.sampling.sampling_params import SamplingParams
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
 # bench_one_batch-style stand-in: the batch reads only these of the model config
-MODEL_CONFIG = SimpleNamespace(is_encoder_decoder=False, vocab_size=1000,
-                               hf_config=SimpleNamespace(architectures=["Gemma4ForCausalLM"]))
+MODEL_CONFIG = SimpleNamespace(
+    is_encoder_decoder=False,
+    vocab_size=1000,
+    hf_config=SimpleNamespace(architectures=["Gemma4ForCausalLM"]),
+)
 NEXT_TOKEN = 7  # what every "forward" samples
 # The allocator's paged kernels are Triton: interpreted on CPU, compiled where a GPU is
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -46,13 +55,16 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 def publish_server_args():
     """The scheduler publishes its ServerArgs before it builds a batch: a 26B-A4B server's, here."""
-    publish(server_args(write_config(pathlib.Path(tempfile.mkdtemp()) / "m", "26b-a4b", "causal")), role="test")
+    publish(
+        server_args(write_config(pathlib.Path(tempfile.mkdtemp()) / "m", "26b-a4b", "causal")),
+        role="test",
+    )
 
 
 @pytest.fixture
 def maintained_every_step(monkeypatch):
-    """A 26B-A4B server's args published, as the scheduler's, and SWA maintenance at every decode step
-    (SGLANG_SWA_EVICTION_INTERVAL=1), so that a test sees each step's frees."""
+    """A 26B-A4B server's args published, as the scheduler's, and SWA maintenance at every decode
+    step (SGLANG_SWA_EVICTION_INTERVAL=1), so that a test sees each step's frees."""
     monkeypatch.setenv("SGLANG_SWA_EVICTION_INTERVAL", "1")
     publish_server_args()
     yield
@@ -64,29 +76,68 @@ def request(rid: str, prompt: list[int], max_new_tokens: int = 64) -> Req:
 
 
 class Serving:
-    def __init__(self, page_size: int, window: int, size: int = 512, size_swa: int = 256, max_requests: int = 8,
-                 max_context_len: int = 512):
+    def __init__(
+        self,
+        page_size: int,
+        window: int,
+        size: int = 512,
+        size_swa: int = 256,
+        max_requests: int = 8,
+        max_context_len: int = 512,
+    ):
         self.page_size, self.window = page_size, window
         self.size, self.size_swa = size, size_swa
-        pool = SWAKVPool(size=size, size_swa=size_swa, page_size=page_size, dtype=torch.bfloat16, head_num=1,
-                         head_dim=8, swa_attention_layer_ids=[0], full_attention_layer_ids=[1], device=DEVICE)
-        self.allocator = SWATokenToKVPoolAllocator(size, size_swa, page_size, torch.bfloat16, DEVICE, pool,
-                                                   need_sort=False)
-        self.req_to_token_pool = ReqToTokenPool(size=max_requests, max_context_len=max_context_len, device=DEVICE,
-                                                enable_memory_saver=False)
-        self.cache = UnifiedRadixCache(CacheInitParams(
-            disable=False, req_to_token_pool=self.req_to_token_pool, token_to_kv_pool_allocator=self.allocator,
-            page_size=page_size, sliding_window_size=window,
-            tree_components=(ComponentType.FULL, ComponentType.SWA)))
+        pool = SWAKVPool(
+            size=size,
+            size_swa=size_swa,
+            page_size=page_size,
+            dtype=torch.bfloat16,
+            head_num=1,
+            head_dim=8,
+            swa_attention_layer_ids=[0],
+            full_attention_layer_ids=[1],
+            device=DEVICE,
+        )
+        self.allocator = SWATokenToKVPoolAllocator(
+            size, size_swa, page_size, torch.bfloat16, DEVICE, pool, need_sort=False
+        )
+        self.req_to_token_pool = ReqToTokenPool(
+            size=max_requests,
+            max_context_len=max_context_len,
+            device=DEVICE,
+            enable_memory_saver=False,
+        )
+        self.cache = UnifiedRadixCache(
+            CacheInitParams(
+                disable=False,
+                req_to_token_pool=self.req_to_token_pool,
+                token_to_kv_pool_allocator=self.allocator,
+                page_size=page_size,
+                sliding_window_size=window,
+                tree_components=(ComponentType.FULL, ComponentType.SWA),
+            )
+        )
         self.running = self.batch([])
         self.forward_ct = 0  # the scheduler's count of batches run; SWA maintenance keys off it
 
-    def batch(self, reqs: list[Req], overlap: bool = False, chunked_req: Req | None = None) -> ScheduleBatch:
-        return ScheduleBatch.init_new(reqs, self.req_to_token_pool, self.allocator, self.cache, MODEL_CONFIG,
-                                      overlap, SpeculativeAlgorithm.NONE, chunked_req=chunked_req)
+    def batch(
+        self, reqs: list[Req], overlap: bool = False, chunked_req: Req | None = None
+    ) -> ScheduleBatch:
+        return ScheduleBatch.init_new(
+            reqs,
+            self.req_to_token_pool,
+            self.allocator,
+            self.cache,
+            MODEL_CONFIG,
+            overlap,
+            SpeculativeAlgorithm.NONE,
+            chunked_req=chunked_req,
+        )
 
     def adder(self, chunk: int | None) -> PrefillAdder:
-        return PrefillAdder(self.page_size, self.cache, self.allocator, self.running, 0.5, 4096, chunk)
+        return PrefillAdder(
+            self.page_size, self.cache, self.allocator, self.running, 0.5, 4096, chunk
+        )
 
     def admit(self, req: Req, chunk: int | None = None) -> torch.Tensor:
         """Match, admit and prefill `req` (in chunks of `chunk` tokens when given), sample its first
@@ -132,7 +183,9 @@ class Serving:
 
     def finish(self, req: Req) -> None:
         release_kv_cache(req, self.cache)
-        self.running.filter_batch(keep_indices=[i for i, r in enumerate(self.running.reqs) if r is not req])
+        self.running.filter_batch(
+            keep_indices=[i for i, r in enumerate(self.running.reqs) if r is not req]
+        )
 
     def retract_one(self) -> Req:
         retracted, _, aborted = self.running.retract_decode(get_server_args())
@@ -144,7 +197,9 @@ class Serving:
         self.cache.evict(EvictParams(num_tokens=self.size, swa_num_tokens=self.size_swa))
 
     def kv_indices(self, req: Req) -> torch.Tensor:
-        return self.req_to_token_pool.req_to_token[req.req_pool_idx, :req.kv.kv_allocated_len].to(torch.int64)
+        return self.req_to_token_pool.req_to_token[req.req_pool_idx, : req.kv.kv_allocated_len].to(
+            torch.int64
+        )
 
     def has_swa(self, full_indices: torch.Tensor) -> torch.Tensor:
         """Per full-pool slot: does it still hold SWA KV (a non-zero SWA slot)?"""

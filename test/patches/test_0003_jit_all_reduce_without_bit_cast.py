@@ -12,7 +12,9 @@ from patched_tree import TREE
 
 SOURCES = TREE / "python" / "sglang" / "kernels" / "jit" / "csrc" / "distributed"
 FILES = ("custom_all_reduce.cuh", "tp_qknorm.cuh")
-ALIGNMENT_CHECK = re.compile(r"^\s*(RuntimeCheck\(\w+_cast<intptr_t>\([\w.]+(?:\(\))?\) % 16 == 0, .*\);)$", re.M)
+ALIGNMENT_CHECK = re.compile(
+    r"^\s*(RuntimeCheck\(\w+_cast<intptr_t>\([\w.]+(?:\(\))?\) % 16 == 0, .*\);)$", re.M
+)
 
 PROGRAM = """
 #include <cstdint>
@@ -51,8 +53,23 @@ def test_no_bit_cast_left(name):
 def test_checks_compile_without_bit_cast_and_accept_only_aligned_pointers(tmp_path, name):
     checks = alignment_checks(name)
     (tmp_path / "checks.cpp").write_text(PROGRAM.replace("CHECKS", "\n    ".join(checks)))
-    subprocess.run(["g++", "-std=c++17", "-Werror", "-o", str(tmp_path / "checks"),
-                    str(tmp_path / "checks.cpp")], check=True, capture_output=True, text=True)
-    rows = subprocess.run([str(tmp_path / "checks")], check=True, capture_output=True, text=True).stdout.split()
-    expected = ["1" * len(checks) if offset % 16 == 0 else "0" * len(checks) for offset in (0, 1, 8, 16, 33)]
+    subprocess.run(
+        [
+            "g++",
+            "-std=c++17",
+            "-Werror",
+            "-o",
+            str(tmp_path / "checks"),
+            str(tmp_path / "checks.cpp"),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    rows = subprocess.run(
+        [str(tmp_path / "checks")], check=True, capture_output=True, text=True
+    ).stdout.split()
+    expected = [
+        "1" * len(checks) if offset % 16 == 0 else "0" * len(checks) for offset in (0, 1, 8, 16, 33)
+    ]
     assert rows == expected

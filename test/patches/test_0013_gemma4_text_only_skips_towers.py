@@ -40,19 +40,32 @@ class TextModelStandIn(StandIn):
 @pytest.fixture
 def build(monkeypatch):
     StandIn.built = []
-    for name in ("Gemma4VisionEncoder", "Gemma4AudioEncoder", "Gemma4MultimodalEmbedder", "LogitsProcessor"):
+    for name in (
+        "Gemma4VisionEncoder",
+        "Gemma4AudioEncoder",
+        "Gemma4MultimodalEmbedder",
+        "LogitsProcessor",
+    ):
         monkeypatch.setattr(gemma4_mm, name, type(name, (StandIn,), {}))
     monkeypatch.setattr(gemma4_mm, "Gemma4TextModel", TextModelStandIn)
     # one pipeline stage, without sglang's process groups
-    monkeypatch.setattr(gemma4_mm, "get_pp_group",
-                        lambda: SimpleNamespace(is_first_rank=True, is_last_rank=True, world_size=1))
+    monkeypatch.setattr(
+        gemma4_mm,
+        "get_pp_group",
+        lambda: SimpleNamespace(is_first_rank=True, is_last_rank=True, world_size=1),
+    )
 
     def make(enable_multimodal):
         # transformers' default tower configs: only whether the towers exist matters here
-        config = gemma4_mm.Gemma4Config(text_config=text_config("e4b"), vision_config={}, audio_config={})
+        config = gemma4_mm.Gemma4Config(
+            text_config=text_config("e4b"), vision_config={}, audio_config={}
+        )
         assert config.vision_config is not None and config.audio_config is not None
-        monkeypatch.setattr(gemma4_mm, "get_global_server_args",
-                            lambda: SimpleNamespace(enable_multimodal=enable_multimodal))
+        monkeypatch.setattr(
+            gemma4_mm,
+            "get_global_server_args",
+            lambda: SimpleNamespace(enable_multimodal=enable_multimodal),
+        )
         return gemma4_mm.Gemma4ForConditionalGeneration(config)
 
     return make
@@ -62,24 +75,34 @@ def build(monkeypatch):
 def test_text_only_builds_no_towers(build, enable_multimodal):
     model = build(enable_multimodal)
     assert StandIn.built == ["Gemma4TextModel", "LogitsProcessor"]
-    assert model.vision_tower is model.embed_vision is model.audio_tower is model.embed_audio is None
+    assert (
+        model.vision_tower is model.embed_vision is model.audio_tower is model.embed_audio is None
+    )
     assert not [n for n, _ in model.named_parameters() if "vision" in n or "audio" in n]
 
 
 def test_multimodal_builds_both_towers(build):
     model = build(True)
-    assert StandIn.built == ["Gemma4VisionEncoder", "Gemma4MultimodalEmbedder", "Gemma4AudioEncoder",
-                             "Gemma4MultimodalEmbedder", "Gemma4TextModel", "LogitsProcessor"]
+    assert StandIn.built == [
+        "Gemma4VisionEncoder",
+        "Gemma4MultimodalEmbedder",
+        "Gemma4AudioEncoder",
+        "Gemma4MultimodalEmbedder",
+        "Gemma4TextModel",
+        "LogitsProcessor",
+    ]
     assert model.vision_tower is not None and model.audio_tower is not None
 
 
 def test_text_only_skips_the_towers_weights(build):
     model = build(None)
     weight = torch.ones(2)
-    checkpoint = [("model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight", weight),
-                  ("model.embed_vision.embedding_projection.weight", weight),
-                  ("model.audio_tower.layers.0.self_attn.q_proj.linear.weight", weight),
-                  ("model.embed_audio.embedding_projection.weight", weight)]
+    checkpoint = [
+        ("model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight", weight),
+        ("model.embed_vision.embedding_projection.weight", weight),
+        ("model.audio_tower.layers.0.self_attn.q_proj.linear.weight", weight),
+        ("model.embed_audio.embedding_projection.weight", weight),
+    ]
     assert model.load_weights(checkpoint) == set()
 
 

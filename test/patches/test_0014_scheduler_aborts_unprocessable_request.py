@@ -31,34 +31,65 @@ def tokenized(rid: str, **sampling) -> TokenizedGenerateReqInput:
     params = SamplingParams(**{"max_new_tokens": 4, **sampling})
     params.normalize(None)
     return TokenizedGenerateReqInput(
-        rid=rid, input_text="hi", input_ids=array("q", [2, 10, 11]), input_embeds=None, mm_inputs=None,
-        token_type_ids=None, sampling_params=params, return_logprob=False, logprob_start_len=-1,
-        top_logprobs_num=0, token_ids_logprob=None, stream=False, bootstrap_port=0)
+        rid=rid,
+        input_text="hi",
+        input_ids=array("q", [2, 10, 11]),
+        input_embeds=None,
+        mm_inputs=None,
+        token_type_ids=None,
+        sampling_params=params,
+        return_logprob=False,
+        logprob_start_len=-1,
+        top_logprobs_num=0,
+        token_ids_logprob=None,
+        stream=False,
+        bootstrap_port=0,
+    )
 
 
 def fake_req(rid, input_text, input_ids, sampling_params, **kwargs):
     """What the rest of handle_generate_request reads of a Req."""
-    return SimpleNamespace(rid=rid, origin_input_ids=input_ids, sampling_params=sampling_params,
-                           return_sampling_mask=False, return_logprob=False, is_prefill_only=False,
-                           logprob_start_len=-1)
+    return SimpleNamespace(
+        rid=rid,
+        origin_input_ids=input_ids,
+        sampling_params=sampling_params,
+        return_sampling_mask=False,
+        return_logprob=False,
+        is_prefill_only=False,
+        logprob_start_len=-1,
+    )
 
 
 @pytest.fixture
 def scheduler(monkeypatch):
     monkeypatch.setattr(scheduler_module, "Req", fake_req)
-    monkeypatch.setattr(scheduler_module, "get_serving", lambda: SimpleNamespace(allow_auto_truncate=False))
+    monkeypatch.setattr(
+        scheduler_module, "get_serving", lambda: SimpleNamespace(allow_auto_truncate=False)
+    )
     # sglang 0.5.18+ reads these config namespaces here (absent before: nothing to stub)
-    monkeypatch.setattr(scheduler_module, "get_mm", lambda: SimpleNamespace(mm_feature_transport="default"),
-                        raising=False)
-    monkeypatch.setattr(scheduler_module, "get_device", lambda: SimpleNamespace(mlx_enable_sampling=False),
-                        raising=False)
+    monkeypatch.setattr(
+        scheduler_module,
+        "get_mm",
+        lambda: SimpleNamespace(mm_feature_transport="default"),
+        raising=False,
+    )
+    monkeypatch.setattr(
+        scheduler_module,
+        "get_device",
+        lambda: SimpleNamespace(mlx_enable_sampling=False),
+        raising=False,
+    )
     s = object.__new__(Scheduler)
     s.ipc_channels = SimpleNamespace(send_to_tokenizer=Outbox())
     s.waiting_queue = []
-    s._request_dispatcher = TypeBasedDispatcher([(TokenizedGenerateReqInput, s.handle_generate_request)])
+    s._request_dispatcher = TypeBasedDispatcher(
+        [(TokenizedGenerateReqInput, s.handle_generate_request)]
+    )
     s.session_controller = SimpleNamespace(maybe_reap=lambda now: None)
     s.flush_wrapper = SimpleNamespace(check_pending=lambda: None)
-    s.external_corpus_manager = s.rust_server = s.tokenizer = s.dllm_config = s.metrics_collector = None
+    s.external_corpus_manager = s.rust_server = s.tokenizer = s.dllm_config = (
+        s.metrics_collector
+    ) = None
     s.enable_session_radix_cache = False
     s.disaggregation_mode = DisaggregationMode.NULL
     s.model_config = SimpleNamespace(hf_eos_token_id=None, vocab_size=262144)
@@ -89,7 +120,9 @@ def assert_aborted(scheduler, rid: str, error: str):
     assert reason["message"] == f"Failed to process the request's parameters: {error}"
 
 
-def test_a_request_that_fails_to_become_a_req_is_aborted_and_the_next_one_is_served(scheduler, monkeypatch):
+def test_a_request_that_fails_to_become_a_req_is_aborted_and_the_next_one_is_served(
+    scheduler, monkeypatch
+):
     error = TypeError("'>' not supported between instances of 'str' and 'int'")
     monkeypatch.setattr(scheduler_module, "Req", failing_for("bad", fake_req, error))
     scheduler.process_input_requests([tokenized("bad"), tokenized("good")])

@@ -9,8 +9,12 @@ import pytest
 import torch
 
 from sglang.srt.layers.attention.trtllm_mha_backend import TRTLLMHAAttnBackend
-from sglang.srt.mem_cache.kv_index_traps import KVIndexOutOfRange, check_page_table, check_token_indices
 from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
+from sglang.srt.mem_cache.kv_index_traps import (
+    KVIndexOutOfRange,
+    check_page_table,
+    check_token_indices,
+)
 from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
 
 PAGE, PAGES = 4, 10  # tokens per page, pages in the pool
@@ -43,7 +47,9 @@ def test_a_used_page_outside_the_pool_fires_with_a_dump(bad):
     table, seq_lens = random_table(8, seed=11)
     row = int(torch.argmax(seq_lens))
     table[row, -(-int(seq_lens[row]) // PAGE) - 1] = bad  # the row's last used page
-    with pytest.raises(KVIndexOutOfRange, match=r"decode, layer 3: 1 page indices outside \[0, 10\)") as err:
+    with pytest.raises(
+        KVIndexOutOfRange, match=r"decode, layer 3: 1 page indices outside \[0, 10\)"
+    ) as err:
         check_page_table(table, seq_lens, PAGE, PAGES, "decode, layer 3")
     dump = loaded_dump(str(err.value))
     assert torch.equal(dump["page_table"], table) and torch.equal(dump["cache_seqlens"], seq_lens)
@@ -75,7 +81,9 @@ def test_backend_checks_against_the_layer_pool():
     b = backend(debug=True)
     table, seq_lens = random_table(4, seed=5)
     b.forward_metadata = SimpleNamespace(cache_seqlens_int32=seq_lens)
-    k_cache = torch.zeros(PAGES, PAGE, 1, 8)  # [pages, page size, heads, head dim], as the kernel sees it
+    k_cache = torch.zeros(
+        PAGES, PAGE, 1, 8
+    )  # [pages, page size, heads, head dim], as the kernel sees it
     b._check_page_table(table, k_cache, SimpleNamespace(layer_id=7), "decode")
     table[0, 0] = PAGES
     with pytest.raises(KVIndexOutOfRange, match="trtllm_mha decode, layer 7"):
@@ -84,10 +92,20 @@ def test_backend_checks_against_the_layer_pool():
 
 def swa_allocator(monkeypatch, debug: bool, page_size=1, size=64, size_swa=32):
     monkeypatch.setenv("SGLANG_TRTLLM_MHA_DEBUG", "1" if debug else "0")
-    pool = SWAKVPool(size=size, size_swa=size_swa, page_size=page_size, dtype=torch.bfloat16, head_num=1,
-                     head_dim=8, swa_attention_layer_ids=[0], full_attention_layer_ids=[1],
-                     device="cpu")
-    return SWATokenToKVPoolAllocator(size, size_swa, page_size, torch.bfloat16, "cpu", pool, need_sort=False)
+    pool = SWAKVPool(
+        size=size,
+        size_swa=size_swa,
+        page_size=page_size,
+        dtype=torch.bfloat16,
+        head_num=1,
+        head_dim=8,
+        swa_attention_layer_ids=[0],
+        full_attention_layer_ids=[1],
+        device="cpu",
+    )
+    return SWATokenToKVPoolAllocator(
+        size, size_swa, page_size, torch.bfloat16, "cpu", pool, need_sort=False
+    )
 
 
 def test_swa_allocator_is_silent_on_its_own_indices(monkeypatch):
@@ -110,9 +128,15 @@ def test_swa_allocator_trap_fires_only_when_on(monkeypatch, debug):
 
 def test_paged_alloc_decode_trap(monkeypatch):
     allocator = swa_allocator(monkeypatch, debug=True, page_size=PAGE)
-    monkeypatch.setattr(allocator.full_attn_allocator, "alloc_decode", lambda *a: torch.tensor([5, 9]))
+    monkeypatch.setattr(
+        allocator.full_attn_allocator, "alloc_decode", lambda *a: torch.tensor([5, 9])
+    )
     # 32 SWA tokens + one padding page: rows 0..35; 36 is one past the end.
-    monkeypatch.setattr(allocator.swa_attn_allocator, "alloc_decode", lambda *a: torch.tensor([35, 36]))
+    monkeypatch.setattr(
+        allocator.swa_attn_allocator, "alloc_decode", lambda *a: torch.tensor([35, 36])
+    )
     seq_lens = torch.tensor([6, 10])
-    with pytest.raises(KVIndexOutOfRange, match=r"alloc_decode: 1 of 2 token indices outside \[0, 36\)"):
+    with pytest.raises(
+        KVIndexOutOfRange, match=r"alloc_decode: 1 of 2 token indices outside \[0, 36\)"
+    ):
         allocator.alloc_decode(seq_lens, seq_lens, last_loc=torch.tensor([4, 8]))

@@ -49,7 +49,8 @@ def maintained(req) -> bool:
 
 
 def private_swa(serving: Serving, req) -> int:
-    """SWA slots the request holds outside the tree: its uncached tail not yet freed, whole pages."""
+    """SWA slots the request holds outside the tree: its uncached tail not yet freed, whole
+    pages."""
     page = serving.page_size
     allocated = -(-req.kv.kv_allocated_len // page) * page
     return allocated - max(req.cache_protected_len, req.kv.swa_evicted_seqlen)
@@ -58,21 +59,30 @@ def private_swa(serving: Serving, req) -> int:
 def assert_pools_add_up(serving: Serving):
     """Every SWA slot is free, in the tree (evictable or protected) or held by a running request."""
     held = sum(private_swa(serving, r) for r in serving.running.reqs)
-    assert (serving.allocator.swa_available_size() + serving.cache.swa_evictable_size()
-            + serving.cache.swa_protected_size() + held) == serving.size_swa
+    assert (
+        serving.allocator.swa_available_size()
+        + serving.cache.swa_evictable_size()
+        + serving.cache.swa_protected_size()
+        + held
+    ) == serving.size_swa
 
 
 def assert_windows_resident(serving: Serving, exact: bool = True):
     """Evict all that may go; then each running request has SWA KV from its window start on, and
     (`exact`, once every request has had its maintenance) none below it but what another reads."""
     serving.evict_all()
-    windows = {req.rid: serving.kv_indices(req)[window_start(serving, req):] for req in serving.running.reqs}
+    windows = {
+        req.rid: serving.kv_indices(req)[window_start(serving, req) :]
+        for req in serving.running.reqs
+    }
     for req in serving.running.reqs:
-        assert serving.has_swa(windows[req.rid]).all(), f"{req.rid}: a slot inside its window was freed"
+        assert serving.has_swa(windows[req.rid]).all(), (
+            f"{req.rid}: a slot inside its window was freed"
+        )
     if exact and all(maintained(req) for req in serving.running.reqs):
         read = torch.cat(list(windows.values()))
         for req in serving.running.reqs:
-            below = serving.kv_indices(req)[:window_start(serving, req)]
+            below = serving.kv_indices(req)[: window_start(serving, req)]
             below = below[~torch.isin(below, read)]
             assert not serving.has_swa(below).any(), f"{req.rid}: a slot below its window kept SWA"
     assert_pools_add_up(serving)
@@ -121,7 +131,9 @@ def test_prompt_swa_turns_evictable_exactly_as_the_window_passes(page):
 
 @pytest.mark.parametrize("page", [1, 4])
 @pytest.mark.parametrize("leaf_lock_release", ["0", "1"])
-def test_a_shared_prefix_stays_for_the_request_whose_window_still_reads_it(monkeypatch, page, leaf_lock_release):
+def test_a_shared_prefix_stays_for_the_request_whose_window_still_reads_it(
+    monkeypatch, page, leaf_lock_release
+):
     # upstream's all-at-once release after a window of decode steps may release what is left
     monkeypatch.setenv("SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW", leaf_lock_release)
     serving = Serving(page, WINDOW)
@@ -141,7 +153,10 @@ def test_a_shared_prefix_stays_for_the_request_whose_window_still_reads_it(monke
 @pytest.mark.parametrize("page", [1, 4])
 def test_retraction_gives_back_what_the_request_still_held(page):
     serving = Serving(page, WINDOW)
-    first, second = request("a", list(range(100, 132))), request("b", list(range(100, 124)) + [9] * 8)
+    first, second = (
+        request("a", list(range(100, 132))),
+        request("b", list(range(100, 124)) + [9] * 8),
+    )
     serving.admit(first)
     serving.decode(6)
     serving.admit(second)
@@ -166,10 +181,16 @@ def test_maintenance_every_few_steps(monkeypatch, page, leaf_lock_release):
     monkeypatch.setenv("SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW", leaf_lock_release)
     leaf_releases = []
     release = UnifiedRadixCache.dec_swa_lock_only
-    monkeypatch.setattr(UnifiedRadixCache, "dec_swa_lock_only",
-                        lambda self, *a, **k: leaf_releases.append(a) or release(self, *a, **k))
+    monkeypatch.setattr(
+        UnifiedRadixCache,
+        "dec_swa_lock_only",
+        lambda self, *a, **k: leaf_releases.append(a) or release(self, *a, **k),
+    )
     serving = Serving(page, WINDOW)
-    first, second = request("a", list(range(100, 140))), request("b", list(range(100, 128)) + [9] * 4)
+    first, second = (
+        request("a", list(range(100, 140))),
+        request("b", list(range(100, 128)) + [9] * 4),
+    )
     serving.admit(first)
     serving.decode(5)
     serving.admit(second)
@@ -198,7 +219,7 @@ def test_a_finished_context_is_matched_with_its_full_attention_indices():
     serving.admit(first)
     serving.decode(20)
     context = list(first.origin_input_ids) + list(first.output_ids[:-1])  # the tokens with KV
-    indices = serving.kv_indices(first)[:len(context)].clone()
+    indices = serving.kv_indices(first)[: len(context)].clone()
     serving.finish(first)
     second = request("b", context + [5, 6, 7])
     assert torch.equal(serving.admit(second), indices)

@@ -16,9 +16,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 from gemma4_config import server_args
+from swa_serving import Serving, publish_server_args, request, reset_context
 
 from sglang_gemma4.gpu.variants import write_config
-from swa_serving import Serving, publish_server_args, request, reset_context
 
 import sglang.srt.model_executor.pool_configurator as pool_configurator
 from sglang.srt.configs.model_config import ModelConfig
@@ -33,7 +33,9 @@ from sglang.srt.runtime_context import publish
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
 PAGE = 1
-EVICTION_INTERVAL = 16  # the SWA maintenance interval with the switch on and SGLANG_SWA_EVICTION_INTERVAL unset
+EVICTION_INTERVAL = (
+    16  # the SWA maintenance interval with the switch on and SGLANG_SWA_EVICTION_INTERVAL unset
+)
 VLLM_H100_26B_TOKENS = 148_709  # vLLM 0.26.0's KV cache for the 26B-A4B shape at 0.85 on an H100
 # KV bytes per token (K and V, bf16, all layers of each kind) of the published shapes
 SHAPES = {  # variant: (full-attention bytes, SWA bytes, sglang's window: the config's less one)
@@ -58,14 +60,28 @@ def switches(monkeypatch):
 def kv_cache_configurator(tmp_path: pathlib.Path, variant: str, *flags: str):
     """What the model runner hands the pool configurator, for a `variant` server with `flags`
     (the multimodal checkpoint form: its config names the full-attention layers' own KV shape)."""
-    args = server_args(write_config(tmp_path / variant, variant, "conditional"), "--chunked-prefill-size", "8192",
-                       *flags)
+    args = server_args(
+        write_config(tmp_path / variant, variant, "conditional"),
+        "--chunked-prefill-size",
+        "8192",
+        *flags,
+    )
     model_config = ModelConfig.from_server_args(args)
-    publish(args, role="test")  # the configurator reads its settings from the published args (sglang 0.5.18+)
+    publish(
+        args, role="test"
+    )  # the configurator reads its settings from the published args (sglang 0.5.18+)
     return SimpleNamespace(
-        server_args=args, model_config=model_config, kv_cache_dtype=torch.bfloat16, kv_cache_dtype_str="auto",
-        page_size=PAGE, sliding_window_size=SHAPES[variant][2], spec_algorithm=SpeculativeAlgorithm.NONE,
-        is_draft_worker=False, is_hybrid_swa=True, ps=SimpleNamespace(attn_dp_size=1))
+        server_args=args,
+        model_config=model_config,
+        kv_cache_dtype=torch.bfloat16,
+        kv_cache_dtype_str="auto",
+        page_size=PAGE,
+        sliding_window_size=SHAPES[variant][2],
+        spec_algorithm=SpeculativeAlgorithm.NONE,
+        is_draft_worker=False,
+        is_hybrid_swa=True,
+        ps=SimpleNamespace(attn_dp_size=1),
+    )
 
 
 def window_cap(variant: str, running: int, chunk: int) -> int:
@@ -77,9 +93,17 @@ def window_cap(variant: str, running: int, chunk: int) -> int:
 
 @pytest.mark.parametrize("running", [16, 32])
 @pytest.mark.parametrize("chunk", [4096, 8192])
-def test_the_swa_pool_holds_the_running_windows_and_the_full_pool_the_rest(tmp_path, caplog, running, chunk):
-    kvc = kv_cache_configurator(tmp_path, "26b-a4b", "--max-running-requests", str(running),
-                                "--chunked-prefill-size", str(chunk))
+def test_the_swa_pool_holds_the_running_windows_and_the_full_pool_the_rest(
+    tmp_path, caplog, running, chunk
+):
+    kvc = kv_cache_configurator(
+        tmp_path,
+        "26b-a4b",
+        "--max-running-requests",
+        str(running),
+        "--chunked-prefill-size",
+        str(chunk),
+    )
     configurator = create_memory_pool_configurator(kvc)
     assert isinstance(configurator, SWAWindowPoolConfigurator)
     full_bytes, swa_bytes, _ = SHAPES["26b-a4b"]
@@ -87,9 +111,16 @@ def test_the_swa_pool_holds_the_running_windows_and_the_full_pool_the_rest(tmp_p
         config = configurator.calculate_pool_sizes(int(H100_26B_BUDGET), PAGE)
     cap = window_cap("26b-a4b", running, chunk)
     assert config.swa_max_total_num_tokens == cap
-    assert config.full_max_total_num_tokens == int(H100_26B_BUDGET - cap * swa_bytes) // full_bytes > 109_913
-    assert any(f"full_layer_tokens={config.full_max_total_num_tokens}, swa_layer_tokens={cap}" in m
-               and "would give the full pool 109913 tokens" in m for m in caplog.messages)
+    assert (
+        config.full_max_total_num_tokens
+        == int(H100_26B_BUDGET - cap * swa_bytes) // full_bytes
+        > 109_913
+    )
+    assert any(
+        f"full_layer_tokens={config.full_max_total_num_tokens}, swa_layer_tokens={cap}" in m
+        and "would give the full pool 109913 tokens" in m
+        for m in caplog.messages
+    )
 
 
 def test_26b_at_32_running_requests_holds_more_full_attention_tokens_than_the_ratio(tmp_path):
@@ -130,16 +161,22 @@ def test_a_decoding_request_holds_at_most_its_window_and_one_interval(monkeypatc
         serving = Serving(PAGE, 8, size=512, size_swa=256)
         serving.admit(request("a", list(range(100, 120)), max_new_tokens=200))
         held = []
-        serving.decode(100, lambda: held.append(serving.swa_slots_in_use() - serving.cache.swa_evictable_size()))
+        serving.decode(
+            100,
+            lambda: held.append(serving.swa_slots_in_use() - serving.cache.swa_evictable_size()),
+        )
     finally:
         reset_context()
-    bound = 8 + EVICTION_INTERVAL + 2 * PAGE  # the window, one interval's decode tokens, the pages in flight
+    bound = (
+        8 + EVICTION_INTERVAL + 2 * PAGE
+    )  # the window, one interval's decode tokens, the pages in flight
     assert (max(held) <= bound) == (interval is None), max(held)
 
 
 def test_the_bound_holds_when_prefills_take_the_maintenance_iterations():
-    """Other requests' prefill batches numbered where the running batch's maintenance would fall (every
-    multiple of the interval, here) do not let a request hold more than its window and one interval."""
+    """Other requests' prefill batches numbered where the running batch's maintenance would fall
+    (every multiple of the interval, here) do not let a request hold more than its window and one
+    interval."""
     publish_server_args()
     try:
         serving = Serving(PAGE, 8, size=512, size_swa=256)
@@ -158,8 +195,9 @@ def test_the_bound_holds_when_prefills_take_the_maintenance_iterations():
 
 
 def test_each_request_is_maintained_every_interval_and_not_all_on_one_step(monkeypatch):
-    """Four requests decoding together: each one's SWA maintenance comes every interval of its decode steps,
-    and the four fall on different steps (by pool slot), so no step carries every request's frees."""
+    """Four requests decoding together: each one's SWA maintenance comes every interval of its
+    decode steps, and the four fall on different steps (by pool slot), so no step carries every
+    request's frees."""
     maintained: list[list[str]] = []
     evict = ScheduleBatch._evict_swa
 
@@ -182,7 +220,9 @@ def test_each_request_is_maintained_every_interval_and_not_all_on_one_step(monke
     assert max(map(len, maintained)) == 1, maintained
     for rid in rids:
         steps = [i for i, rids_then in enumerate(maintained) if rid in rids_then]
-        assert len(steps) >= 3 and {b - a for a, b in zip(steps, steps[1:])} == {EVICTION_INTERVAL}, (rid, steps)
+        assert len(steps) >= 3 and {b - a for a, b in zip(steps, steps[1:])} == {
+            EVICTION_INTERVAL
+        }, (rid, steps)
 
 
 def test_without_a_bound_the_decode_graph_batch_size_is_the_running_requests(tmp_path):
@@ -203,7 +243,9 @@ def test_31b_on_an_h100_keeps_the_ratio_even_for_8_running_requests(tmp_path):
 def test_the_ratio_stays_where_the_windows_need_more(tmp_path, caplog):
     kvc = kv_cache_configurator(tmp_path, "26b-a4b", "--max-running-requests", "96")
     with caplog.at_level(logging.INFO):
-        config = create_memory_pool_configurator(kvc).calculate_pool_sizes(int(H100_26B_BUDGET), PAGE)
+        config = create_memory_pool_configurator(kvc).calculate_pool_sizes(
+            int(H100_26B_BUDGET), PAGE
+        )
     assert (config.full_max_total_num_tokens, config.swa_max_total_num_tokens) == (109_913, 87_930)
     assert any("keeping the ratio" in m for m in caplog.messages)
 
@@ -220,24 +262,31 @@ def test_a_capped_budget_keeps_the_same_choice(tmp_path):
 
 
 def test_a_ratio_the_user_set_wins(tmp_path):
-    kvc = kv_cache_configurator(tmp_path, "26b-a4b", "--max-running-requests", "32",
-                                "--swa-full-tokens-ratio", "0.5")
+    kvc = kv_cache_configurator(
+        tmp_path, "26b-a4b", "--max-running-requests", "32", "--swa-full-tokens-ratio", "0.5"
+    )
     assert type(create_memory_pool_configurator(kvc)) is HybridSWAPoolConfigurator
 
 
 def test_without_chunked_prefill_the_ratio_splits(tmp_path):
     """The cap counts the prefill chunks in flight; unchunked prefills have no such bound."""
-    kvc = kv_cache_configurator(tmp_path, "26b-a4b", "--max-running-requests", "32", "--chunked-prefill-size", "-1")
+    kvc = kv_cache_configurator(
+        tmp_path, "26b-a4b", "--max-running-requests", "32", "--chunked-prefill-size", "-1"
+    )
     assert type(create_memory_pool_configurator(kvc)) is HybridSWAPoolConfigurator
 
 
 def test_the_chunk_cache_keeps_its_own_cap(tmp_path):
-    kvc = kv_cache_configurator(tmp_path, "26b-a4b", "--max-running-requests", "32", "--disable-radix-cache")
+    kvc = kv_cache_configurator(
+        tmp_path, "26b-a4b", "--max-running-requests", "32", "--disable-radix-cache"
+    )
     assert type(create_memory_pool_configurator(kvc)) is SWAChunkCapPoolConfigurator
 
 
 @pytest.mark.kill_switch
-@pytest.mark.parametrize("switch", ["SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS", "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX"])
+@pytest.mark.parametrize(
+    "switch", ["SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS", "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX"]
+)
 def test_either_switch_off_splits_by_the_ratio(tmp_path, monkeypatch, caplog, switch):
     # without 0016's release a request keeps more than one window locked: the ratio's split stays
     monkeypatch.setenv(switch, "0")

@@ -1,5 +1,5 @@
-"""0019: a prefill batch ends at its chunked request also when the SWA pool, not the chunk size, caps
-the chunk.  sglang's own PrefillAdder, allocator, pools, unified radix cache (Full + SWA) and
+"""0019: a prefill batch ends at its chunked request also when the SWA pool, not the chunk size,
+caps the chunk.  sglang's own PrefillAdder, allocator, pools, unified radix cache (Full + SWA) and
 scheduler batch on CPU (swa_serving), no model forward:
 
 - the admission the scheduler runs on its waiting queue, with an SWA pool too full for two long
@@ -24,7 +24,6 @@ from swa_serving import Serving, maintained_every_step, request  # noqa: F401 (a
 
 from sglang.srt.managers.schedule_policy import AddReqResult, PrefillAdder
 
-
 pytestmark = pytest.mark.usefixtures("maintained_every_step")
 
 
@@ -42,12 +41,18 @@ def test_an_swa_capped_chunk_is_the_last_request_of_its_batch(page):
     adder = PrefillAdder(page, serving.cache, serving.allocator, serving.running, 0.5, 4096, 256)
     for req in (first, second):
         req.init_next_round_input(serving.cache)
-        if adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None) != AddReqResult.CONTINUE:
+        if (
+            adder.add_one_req(req, has_chunked_req=False, truncation_align_size=None)
+            != AddReqResult.CONTINUE
+        ):
             break
-    assert adder.can_run_list[0] is first and stops_mid_prompt(first), "the SWA pool no longer caps the chunk"
+    assert adder.can_run_list[0] is first and stops_mid_prompt(first), (
+        "the SWA pool no longer caps the chunk"
+    )
     cut = [req.rid for req in adder.can_run_list if stops_mid_prompt(req)]
     assert cut == ["first"] and adder.new_chunked_req is first, (
-        f"{cut} stop mid-prompt; the scheduler tracks only {adder.new_chunked_req.rid}")
+        f"{cut} stop mid-prompt; the scheduler tracks only {adder.new_chunked_req.rid}"
+    )
     for req in adder.can_run_list:
         serving.cache.dec_lock_ref(req.last_node)
 
@@ -57,8 +62,14 @@ def test_served_requests_give_every_slot_back(seed):
     rng = random.Random(seed)
     serving = Serving(1, window=32, size=512, size_swa=160)
     scheduler = OverlapScheduler(serving, chunk=64)
-    arriving = [request(f"r{i}", [1] + [rng.randrange(100, 900) for _ in range(rng.randint(20, 120))],
-                        max_new_tokens=12) for i in range(16)]
+    arriving = [
+        request(
+            f"r{i}",
+            [1] + [rng.randrange(100, 900) for _ in range(rng.randint(20, 120))],
+            max_new_tokens=12,
+        )
+        for i in range(16)
+    ]
     for _ in range(2000):
         while arriving and rng.random() < 0.5:
             scheduler.waiting.append(arriving.pop(0))
@@ -69,6 +80,8 @@ def test_served_requests_give_every_slot_back(seed):
     assert scheduler.retracted > 0, "no retraction: the pools were never full"
     cache, allocator = serving.cache, serving.allocator
     assert cache.swa_protected_size() == 0 and cache.full_protected_size() == 0
-    assert allocator.swa_available_size() + cache.swa_evictable_size() == serving.size_swa, "SWA slots leaked"
+    assert allocator.swa_available_size() + cache.swa_evictable_size() == serving.size_swa, (
+        "SWA slots leaked"
+    )
     assert allocator.full_available_size() + cache.full_evictable_size() == serving.size
     cache.sanity_check()

@@ -1,11 +1,10 @@
-"""0021: in sglang's unified hybrid-SWA pool the full-attention side mints the virtual slot ids both sides
-bind, so the SWA side's virtual-to-physical table must span the full side's id space. With Gemma-4's
-shapes an SWA token outweighs a full-attention token 10x (25 sliding layers of 8 x 256 against 5 full
-of 2 x 512): the buffer holds 10x more full-attention slots than SWA slots, and a prompt longer than the
-SWA side's slot count gets ids past the end of its table."""
+"""0021: in sglang's unified hybrid-SWA pool the full-attention side mints the virtual slot ids both
+sides bind, so the SWA side's virtual-to-physical table must span the full side's id space. With
+Gemma-4's shapes an SWA token outweighs a full-attention token 10x (25 sliding layers of 8 x 256
+against 5 full of 2 x 512): the buffer holds 10x more full-attention slots than SWA slots, and a
+prompt longer than the SWA side's slot count gets ids past the end of its table."""
 
 import pytest
-import torch
 from unified_swa_pool import build_pool, prefill_long_prompt
 
 WINDOW, CHUNK = 1024, 512
@@ -20,7 +19,8 @@ def test_a_prompt_longer_than_the_swa_side_holds_gets_slots(variant):
     prompt = 3 * pool.max_slots("swa")  # ids well past the SWA side's own slot count
     slots = prefill_long_prompt(allocator, prompt, CHUNK, WINDOW)
     assert slots.numel() == prompt and int(slots.max()) >= pool.max_slots("swa")
-    # the window's SWA slots are bound, the passed ones are not, and each resolves to its own SWA slot
+    # the window's SWA slots are bound, the passed ones are not, and each resolves to its own SWA
+    # slot
     swa_side = allocator.swa_attn_allocator
     window_ids = slots[-WINDOW:]
     physical = swa_side.virtual_to_physical[window_ids]
@@ -37,4 +37,7 @@ def test_the_swa_table_spans_the_virtual_id_space():
     for side in (allocator.full_attn_allocator, allocator.swa_attn_allocator):
         assert side.virtual_to_physical.numel() == ids + 1
     # the SWA side still holds only its own bytes' worth of physical slots
-    assert allocator.swa_attn_allocator.physical_to_virtual.numel() == bundle.unified_memory_pool.max_slots("swa") + 1
+    assert (
+        allocator.swa_attn_allocator.physical_to_virtual.numel()
+        == bundle.unified_memory_pool.max_slots("swa") + 1
+    )

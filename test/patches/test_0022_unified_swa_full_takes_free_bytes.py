@@ -1,8 +1,8 @@
-"""0022: in sglang's unified hybrid-SWA pool (--enable-unified-memory) the full-attention side's cap is
-every byte of the buffer but one request's SWA window, prefill chunk and pages, not the static split the
-pool was sized from, so one prompt can take what the SWA side does not hold; the joint byte budget still
-bounds both sides, and the server's token count (the longest prompt it admits) is the grown cap.
-SGLANG_OPT_UNIFIED_SWA_FULL_TAKES_FREE_BYTES=0 keeps the static caps."""
+"""0022: in sglang's unified hybrid-SWA pool (--enable-unified-memory) the full-attention side's cap
+is every byte of the buffer but one request's SWA window, prefill chunk and pages, not the static
+split the pool was sized from, so one prompt can take what the SWA side does not hold; the joint
+byte budget still bounds both sides, and the server's token count (the longest prompt it admits) is
+the grown cap. SGLANG_OPT_UNIFIED_SWA_FULL_TAKES_FREE_BYTES=0 keeps the static caps."""
 
 from types import SimpleNamespace
 
@@ -14,7 +14,10 @@ from sglang.srt.mem_cache import kv_cache_configurator
 from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
 
 WINDOW, CHUNK = 1024, 512
-FULL_BYTES, SWA_BYTES = 5 * 2 * 2 * 512 * 2, 25 * 2 * 8 * 256 * 2  # 26B-A4B's KV per token, all layers
+FULL_BYTES, SWA_BYTES = (
+    5 * 2 * 2 * 512 * 2,
+    25 * 2 * 8 * 256 * 2,
+)  # 26B-A4B's KV per token, all layers
 
 
 def reserve() -> int:
@@ -22,12 +25,15 @@ def reserve() -> int:
 
 
 def test_the_full_side_grows_into_the_bytes_the_swa_side_does_not_hold():
-    bundle = build_pool("26b-a4b", full_tokens=12_000, swa_tokens=2_000, swa_reserve_tokens=reserve())
+    bundle = build_pool(
+        "26b-a4b", full_tokens=12_000, swa_tokens=2_000, swa_reserve_tokens=reserve()
+    )
     total = 12_000 * FULL_BYTES + 2_000 * SWA_BYTES
     assert bundle.full_max_total_num_tokens == (total - reserve() * SWA_BYTES) // FULL_BYTES
     allocator = bundle.token_to_kv_pool_allocator
     assert allocator.full_available_size() == bundle.full_max_total_num_tokens
-    # one prompt longer than the static split's full side, its passed windows freed as it is prefilled
+    # one prompt longer than the static split's full side, its passed windows freed as it is
+    # prefilled
     prompt = bundle.full_max_total_num_tokens - CHUNK
     assert prompt > 12_000
     slots = prefill_long_prompt(allocator, prompt, CHUNK, WINDOW)
@@ -41,15 +47,23 @@ def test_the_full_side_grows_into_the_bytes_the_swa_side_does_not_hold():
 
 
 def test_pool_stats_count_a_grown_full_side_against_its_cap():
-    from sglang.srt.managers.scheduler_components.pool_stats_observer import SchedulerPoolStatsObserver
+    from sglang.srt.managers.scheduler_components.pool_stats_observer import (
+        SchedulerPoolStatsObserver,
+    )
 
-    bundle = build_pool("26b-a4b", full_tokens=12_000, swa_tokens=2_000, swa_reserve_tokens=reserve())
+    bundle = build_pool(
+        "26b-a4b", full_tokens=12_000, swa_tokens=2_000, swa_reserve_tokens=reserve()
+    )
     allocator = bundle.token_to_kv_pool_allocator
     cap = bundle.full_max_total_num_tokens
     slots = prefill_long_prompt(allocator, cap // 2, CHUNK, WINDOW)
-    observer = SimpleNamespace(token_to_kv_pool_allocator=allocator, full_tokens_per_layer=cap,
-                               swa_tokens_per_layer=2_000, enable_hisparse=False,
-                               tree_cache=SimpleNamespace(full_evictable_size=lambda: 0, swa_evictable_size=lambda: 0))
+    observer = SimpleNamespace(
+        token_to_kv_pool_allocator=allocator,
+        full_tokens_per_layer=cap,
+        swa_tokens_per_layer=2_000,
+        enable_hisparse=False,
+        tree_cache=SimpleNamespace(full_evictable_size=lambda: 0, swa_evictable_size=lambda: 0),
+    )
     stats = SchedulerPoolStatsObserver._get_swa_token_info(observer)
     # every slot the prompt holds is in use, no more (what the idle leak check balances)
     assert stats.full_num_used == slots.numel() and stats.swa_num_used == WINDOW
@@ -66,9 +80,14 @@ def test_without_a_reserve_the_static_caps_stay():
 
 @pytest.mark.parametrize("switch", [True, False])
 def test_the_configurator_reserves_one_requests_window_and_chunk(monkeypatch, switch):
-    monkeypatch.setattr(kv_cache_configurator, "get_spec", lambda: SimpleNamespace(speculative_num_draft_tokens=4))
-    configurator = SimpleNamespace(server_args=SimpleNamespace(chunked_prefill_size=8192), sliding_window_size=1023,
-                                   page_size=1)
+    monkeypatch.setattr(
+        kv_cache_configurator, "get_spec", lambda: SimpleNamespace(speculative_num_draft_tokens=4)
+    )
+    configurator = SimpleNamespace(
+        server_args=SimpleNamespace(chunked_prefill_size=8192),
+        sliding_window_size=1023,
+        page_size=1,
+    )
     with envs.SGLANG_OPT_UNIFIED_SWA_FULL_TAKES_FREE_BYTES.override(switch):
         got = KVCacheConfigurator._unified_swa_reserve_tokens(configurator)
     assert got == (1023 + 8192 + 4 + 2 if switch else None)

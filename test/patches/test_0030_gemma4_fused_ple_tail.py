@@ -4,23 +4,39 @@ Triton's interpreter; the larger ones on a GPU."""
 
 import pytest
 import torch
-from torch import nn
-
 from kernel_inputs import DEVICE, gpu_marks, randn
 from kernel_inputs import rmsnorm_reference as rmsnorm
-from sglang.kernels.ops.layernorm.gemma4_fused_ops import gemma_gelu_tanh_mul, gemma_rmsnorm_residual_scalar
+from torch import nn
+
+from sglang.kernels.ops.layernorm.gemma4_fused_ops import (
+    gemma_gelu_tanh_mul,
+    gemma_rmsnorm_residual_scalar,
+)
 from sglang.srt.layers.layernorm import Gemma4RMSNorm, RMSNorm
 from sglang.srt.models.gemma4_causal import Gemma4DecoderLayer
 
 TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1.6e-2, torch.float16: 2e-3}
 
 
-@pytest.mark.parametrize("tokens, width, dtype", [
-    pytest.param(t, n, d, marks=gpu_marks(t))
-    for t, n, d in [(1, 256, torch.bfloat16), (5, 256, torch.float16), (8, 100, torch.float32),
-                    (64, 256, torch.bfloat16), (4096, 256, torch.bfloat16), (512, 256, torch.float16)]])
+@pytest.mark.parametrize(
+    "tokens, width, dtype",
+    [
+        pytest.param(t, n, d, marks=gpu_marks(t))
+        for t, n, d in [
+            (1, 256, torch.bfloat16),
+            (5, 256, torch.float16),
+            (8, 100, torch.float32),
+            (64, 256, torch.bfloat16),
+            (4096, 256, torch.bfloat16),
+            (512, 256, torch.float16),
+        ]
+    ],
+)
 def test_gelu_tanh_mul_matches_float32(tokens, width, dtype):
-    gate, other = randn(tokens, width, dtype=dtype, seed=1, scale=3), randn(tokens, width, dtype=dtype, seed=2)
+    gate, other = (
+        randn(tokens, width, dtype=dtype, seed=1, scale=3),
+        randn(tokens, width, dtype=dtype, seed=2),
+    )
     expected = torch.nn.functional.gelu(gate.float(), approximate="tanh") * other.float()
     out = gemma_gelu_tanh_mul(gate, other)
     assert out.dtype == dtype and out.shape == gate.shape
@@ -36,11 +52,22 @@ def test_gelu_tanh_mul_reads_one_layer_of_the_per_layer_inputs():
     assert gemma_gelu_tanh_mul(gate[:0], ple[:0]).shape == (0, 32)
 
 
-@pytest.mark.parametrize("tokens, width, dtype", [
-    pytest.param(t, n, d, marks=gpu_marks(t))
-    for t, n, d in [(3, 1536, torch.bfloat16), (8, 2560, torch.float32), (256, 2560, torch.bfloat16)]])
+@pytest.mark.parametrize(
+    "tokens, width, dtype",
+    [
+        pytest.param(t, n, d, marks=gpu_marks(t))
+        for t, n, d in [
+            (3, 1536, torch.bfloat16),
+            (8, 2560, torch.float32),
+            (256, 2560, torch.bfloat16),
+        ]
+    ],
+)
 def test_rmsnorm_residual_without_scalar(tokens, width, dtype):
-    x, residual = randn(tokens, width, dtype=dtype, seed=5, scale=4), randn(tokens, width, dtype=dtype, seed=6)
+    x, residual = (
+        randn(tokens, width, dtype=dtype, seed=5, scale=4),
+        randn(tokens, width, dtype=dtype, seed=6),
+    )
     weight = randn(width, seed=7).abs() + 0.5
     out = gemma_rmsnorm_residual_scalar(x, weight, residual, None, 1e-6)
     expected = rmsnorm(x, weight, 1e-6) + residual.float()
@@ -68,8 +95,12 @@ def ple_layer(hidden: int, ple_width: int, dtype) -> Gemma4DecoderLayer:
         layer.post_feedforward_layernorm.weight.copy_(randn(hidden, seed=8).abs() + 0.5)
         layer.post_per_layer_input_norm.weight.copy_(randn(hidden, seed=9).abs() + 0.5)
     layer.to(DEVICE)
-    layer.per_layer_input_gate = Projection(randn(ple_width, hidden, dtype=dtype, seed=10, scale=hidden ** -0.5))
-    layer.per_layer_projection = Projection(randn(hidden, ple_width, dtype=dtype, seed=11, scale=ple_width ** -0.5))
+    layer.per_layer_input_gate = Projection(
+        randn(ple_width, hidden, dtype=dtype, seed=10, scale=hidden**-0.5)
+    )
+    layer.per_layer_projection = Projection(
+        randn(hidden, ple_width, dtype=dtype, seed=11, scale=ple_width**-0.5)
+    )
     layer.layer_scalar = torch.tensor([0.7], device=DEVICE)
     return layer
 
@@ -84,10 +115,18 @@ def ple_tail_reference(layer, hidden_states, residual, per_layer_input):
     return out * layer.layer_scalar.float()
 
 
-@pytest.mark.parametrize("tokens, hidden, dtype", [
-    pytest.param(t, h, d, marks=gpu_marks(t))
-    for t, h, d in [(4, 256, torch.float32), (3, 512, torch.bfloat16), (128, 1536, torch.bfloat16),
-                    (64, 2560, torch.bfloat16)]])
+@pytest.mark.parametrize(
+    "tokens, hidden, dtype",
+    [
+        pytest.param(t, h, d, marks=gpu_marks(t))
+        for t, h, d in [
+            (4, 256, torch.float32),
+            (3, 512, torch.bfloat16),
+            (128, 1536, torch.bfloat16),
+            (64, 2560, torch.bfloat16),
+        ]
+    ],
+)
 def test_fused_ple_tail_matches_float32_reference(tokens, hidden, dtype):
     ple_width = 64 if hidden <= 512 else 256
     layer = ple_layer(hidden, ple_width, dtype)

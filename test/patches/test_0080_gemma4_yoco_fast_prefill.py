@@ -1,7 +1,7 @@
-"""0080: YOCO fast prefill for Gemma-4's KV-shared layers — which prefills it applies to, the rows it
-keeps, the decode-step attention view and its exact restoration (also on errors), and a text model
-whose tail layers see only the last tokens yet whose output rows the LM head reads equal the full
-run's.  On CPU with stand-in layers and attention backend; the GPU parity is a separate run."""
+"""0080: YOCO fast prefill for Gemma-4's KV-shared layers — which prefills it applies to, the rows
+it keeps, the decode-step attention view and its exact restoration (also on errors), and a text
+model whose tail layers see only the last tokens yet whose output rows the LM head reads equal the
+full run's.  On CPU with stand-in layers and attention backend; the GPU parity is a separate run."""
 
 from types import SimpleNamespace
 
@@ -9,6 +9,8 @@ import pytest
 import torch
 from torch import nn
 from transformers.models.gemma4.configuration_gemma4 import Gemma4TextConfig
+
+from sglang_gemma4.gpu.variants import text_config
 
 from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
@@ -18,7 +20,6 @@ from sglang.srt.models.gemma4_fast_prefill import (
     last_token_decode_view,
     last_token_rows,
 )
-from sglang_gemma4.gpu.variants import text_config
 
 
 class FakeBackend(TritonAttnBackend):
@@ -42,11 +43,18 @@ class FakeBackend(TritonAttnBackend):
 LAST_BATCH = []  # the forward context's attention backend is the last batch's
 
 
-def batch(extend_lens=(5, 1, 3), mode=ForwardMode.EXTEND, backend=None, return_logprob=False, starts=None):
+def batch(
+    extend_lens=(5, 1, 3), mode=ForwardMode.EXTEND, backend=None, return_logprob=False, starts=None
+):
     b = SimpleNamespace(
-        forward_mode=mode, attn_backend=backend or FakeBackend(), batch_size=len(extend_lens),
-        extend_seq_lens_cpu=list(extend_lens), extend_seq_lens=torch.tensor(extend_lens),
-        return_logprob=return_logprob, extend_logprob_start_lens_cpu=starts)
+        forward_mode=mode,
+        attn_backend=backend or FakeBackend(),
+        batch_size=len(extend_lens),
+        extend_seq_lens_cpu=list(extend_lens),
+        extend_seq_lens=torch.tensor(extend_lens),
+        return_logprob=return_logprob,
+        extend_logprob_start_lens_cpu=starts,
+    )
     LAST_BATCH[:] = [b]
     return b
 
@@ -62,8 +70,16 @@ def test_a_plain_prefill_applies():
     assert fast_prefill_applies(batch(), first_kv_shared_layer=4, layers_to_capture=[])
 
 
-@pytest.mark.parametrize("mode", [ForwardMode.DECODE, ForwardMode.MIXED, ForwardMode.TARGET_VERIFY,
-                                  ForwardMode.DRAFT_EXTEND_V2, ForwardMode.IDLE])
+@pytest.mark.parametrize(
+    "mode",
+    [
+        ForwardMode.DECODE,
+        ForwardMode.MIXED,
+        ForwardMode.TARGET_VERIFY,
+        ForwardMode.DRAFT_EXTEND_V2,
+        ForwardMode.IDLE,
+    ],
+)
 def test_other_forward_modes_do_not(mode):
     assert not fast_prefill_applies(batch(mode=mode), 4, [])
 
@@ -84,7 +100,9 @@ def test_one_token_per_request_has_nothing_to_drop():
 
 def test_prompt_logprobs_need_every_row_but_output_logprobs_do_not():
     assert not fast_prefill_applies(batch(return_logprob=True, starts=[0, 0, 2]), 4, [])
-    assert fast_prefill_applies(batch(return_logprob=True, starts=[4, 0, 2]), 4, [])  # last token only
+    assert fast_prefill_applies(
+        batch(return_logprob=True, starts=[4, 0, 2]), 4, []
+    )  # last token only
     assert fast_prefill_applies(batch(return_logprob=True, starts=[5, 1, 3]), 4, [])
 
 
@@ -105,7 +123,9 @@ def test_decode_view_is_built_as_decode_and_restored_exactly(window):
     metadata, indptr = backend.forward_metadata, backend.kv_indptr.clone()
     window_indptr = None if backend.window_kv_indptr is None else backend.window_kv_indptr.clone()
     with last_token_decode_view(b):
-        assert b.forward_mode == ForwardMode.DECODE and backend.forward_metadata == "decode metadata"
+        assert (
+            b.forward_mode == ForwardMode.DECODE and backend.forward_metadata == "decode metadata"
+        )
     assert backend.calls == [(ForwardMode.DECODE, 3)]
     assert b.forward_mode == ForwardMode.EXTEND and backend.forward_metadata is metadata
     assert torch.equal(backend.kv_indptr[:4], indptr[:4])
@@ -145,7 +165,11 @@ class RowWiseLayer(nn.Module):
 
     def forward(self, positions, hidden_states, per_layer_input, forward_batch):
         self.seen.append((hidden_states.shape[0], forward_batch.forward_mode))
-        out = hidden_states * (1 + 0.1 * self.idx) + positions[:, None] + per_layer_input.sum(-1, keepdim=True)
+        out = (
+            hidden_states * (1 + 0.1 * self.idx)
+            + positions[:, None]
+            + per_layer_input.sum(-1, keepdim=True)
+        )
         return out, None
 
 
@@ -179,7 +203,9 @@ def test_last_rows_match_the_full_run_and_the_tail_sees_only_them():
     torch.testing.assert_close(fast[rows], full[rows])
     assert [layer.seen for layer in model.layers[:4]] == [[(9, ForwardMode.EXTEND)]] * 4
     assert [layer.seen for layer in model.layers[4:]] == [[(3, ForwardMode.DECODE)]] * 2
-    assert b.forward_mode == ForwardMode.EXTEND and b.attn_backend.calls == [(ForwardMode.DECODE, 3)]
+    assert b.forward_mode == ForwardMode.EXTEND and b.attn_backend.calls == [
+        (ForwardMode.DECODE, 3)
+    ]
 
 
 def test_without_the_switch_every_layer_sees_every_token():
@@ -190,9 +216,16 @@ def test_without_the_switch_every_layer_sees_every_token():
 
 @pytest.mark.kill_switch
 def test_model_reads_the_switch_and_the_shared_layer_count(monkeypatch):
-    monkeypatch.setattr(gemma4_causal, "make_layers", lambda n, fn, prefix=None, **k: (nn.ModuleList(), 0, n))
-    monkeypatch.setattr(gemma4_causal, "get_pp_group",
-                        lambda: SimpleNamespace(is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0))
+    monkeypatch.setattr(
+        gemma4_causal, "make_layers", lambda n, fn, prefix=None, **k: (nn.ModuleList(), 0, n)
+    )
+    monkeypatch.setattr(
+        gemma4_causal,
+        "get_pp_group",
+        lambda: SimpleNamespace(
+            is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0
+        ),
+    )
     for name in ("Gemma4TextScaledWordEmbedding", "ReplicatedLinear", "RMSNorm"):
         monkeypatch.setattr(gemma4_causal, name, lambda *a, **k: nn.Identity())
     monkeypatch.setattr(gemma4_causal.Gemma4TextModel, "post_init", lambda self: None)

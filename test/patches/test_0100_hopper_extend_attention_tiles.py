@@ -1,13 +1,14 @@
 """0100: on Hopper, the Triton extend-attention kernel takes its tile for head dims 256 and 512 from
 the new-token count.  The launch is checked on CPU with the device reported as Hopper (the kernel
-runs in Triton's interpreter on small float32 shapes): which tile and num_stages reach the kernel, and that
-its output matches a float32 torch reference and the generic tile's output.  On a GPU: issue #8's
-six shapes, chosen tile vs the generic one (max relative difference < 2e-3) and vs float32."""
+runs in Triton's interpreter on small float32 shapes): which tile and num_stages reach the kernel,
+and that its output matches a float32 torch reference and the generic tile's output.  On a GPU:
+issue #8's six shapes, chosen tile vs the generic one (max relative difference < 2e-3) and vs
+float32."""
 
 import pytest
 import torch
-
 from kernel_inputs import DEVICE, relative_difference, spy_on_hopper
+
 from sglang.kernels.ops.attention import extend_attention as ea
 
 HEADS = 4
@@ -20,25 +21,50 @@ DTYPE, TOLERANCE = (torch.float32, 1e-4) if DEVICE == "cpu" else (torch.bfloat16
 def make_inputs(batch, new, prefix, dim, kv_heads, heads=HEADS, seed=0, dtype=DTYPE):
     g = torch.Generator().manual_seed(seed)
     rows = batch * (prefix + new)
-    randn = lambda *shape: torch.randn(*shape, generator=g).to(dtype).to(DEVICE)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g).to(dtype).to(DEVICE)
+
     k_buffer, v_buffer = randn(rows, kv_heads, dim), randn(rows, kv_heads, dim)
     # each request's rows: its prefix, then its new tokens (the cache after this step's write),
     # placed in shuffled order in the buffer so the kernel must follow kv_indices
     slots = torch.randperm(rows, generator=g).view(batch, prefix + new).to(DEVICE)
     new_slots = slots[:, prefix:].reshape(-1)
     return dict(
-        q=randn(batch * new, heads, dim), k_extend=k_buffer[new_slots], v_extend=v_buffer[new_slots],
-        k_buffer=k_buffer, v_buffer=v_buffer,
+        q=randn(batch * new, heads, dim),
+        k_extend=k_buffer[new_slots],
+        v_extend=v_buffer[new_slots],
+        k_buffer=k_buffer,
+        v_buffer=v_buffer,
         qo_indptr=torch.arange(batch + 1, device=DEVICE, dtype=torch.int32) * new,
         kv_indptr=torch.arange(batch + 1, device=DEVICE, dtype=torch.int32) * prefix,
-        kv_indices=slots[:, :prefix].reshape(-1).to(torch.int64), new=new, prefix=prefix, batch=batch)
+        kv_indices=slots[:, :prefix].reshape(-1).to(torch.int64),
+        new=new,
+        prefix=prefix,
+        batch=batch,
+    )
 
 
 def kernel_output(data, window):
     out = torch.empty_like(data["q"])
-    ea.extend_attention_fwd(data["q"], data["k_extend"], data["v_extend"], out, data["k_buffer"],
-                            data["v_buffer"], data["qo_indptr"], data["kv_indptr"], data["kv_indices"], None,
-                            True, None, data["new"], 1.0, 1.0, sliding_window_size=window)
+    ea.extend_attention_fwd(
+        data["q"],
+        data["k_extend"],
+        data["v_extend"],
+        out,
+        data["k_buffer"],
+        data["v_buffer"],
+        data["qo_indptr"],
+        data["kv_indptr"],
+        data["kv_indices"],
+        None,
+        True,
+        None,
+        data["new"],
+        1.0,
+        1.0,
+        sliding_window_size=window,
+    )
     return out
 
 
@@ -49,16 +75,16 @@ def reference(data, window):
     scale = q.shape[-1] ** -0.5
     new, prefix = data["new"], data["prefix"]
     for b in range(data["batch"]):
-        cached = data["kv_indices"][b * prefix:(b + 1) * prefix]
-        k = torch.cat([data["k_buffer"][cached], data["k_extend"][b * new:(b + 1) * new]]).float()
-        v = torch.cat([data["v_buffer"][cached], data["v_extend"][b * new:(b + 1) * new]]).float()
+        cached = data["kv_indices"][b * prefix : (b + 1) * prefix]
+        k = torch.cat([data["k_buffer"][cached], data["k_extend"][b * new : (b + 1) * new]]).float()
+        v = torch.cat([data["v_buffer"][cached], data["v_extend"][b * new : (b + 1) * new]]).float()
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         q_pos = prefix + torch.arange(new, device=DEVICE)[:, None]
         k_pos = torch.arange(prefix + new, device=DEVICE)[None, :]
         visible = k_pos <= q_pos
         if window > 0:
             visible &= q_pos - k_pos <= window
-        scores = torch.einsum("qhd,khd->hqk", q[b * new:(b + 1) * new], k) * scale
+        scores = torch.einsum("qhd,khd->hqk", q[b * new : (b + 1) * new], k) * scale
         scores = scores.masked_fill(~visible, float("-inf"))
         out.append(torch.einsum("hqk,khd->qhd", scores.softmax(-1), v))
     return torch.cat(out)
@@ -74,7 +100,9 @@ def per_head_kernel(monkeypatch):
 @pytest.fixture
 def hopper(monkeypatch):
     """The device reported as Hopper; each launch's tile recorded."""
-    return spy_on_hopper(monkeypatch, ea, "_fwd_kernel", ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages"))
+    return spy_on_hopper(
+        monkeypatch, ea, "_fwd_kernel", ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")
+    )
 
 
 def generic_tile(dim):
@@ -84,11 +112,17 @@ def generic_tile(dim):
 
 @pytest.mark.parametrize("dim", sorted(LAYERS))
 @pytest.mark.parametrize("batch, new, prefix", [(3, 4, 37), (2, 16, 9), (1, 40, 0), (2, 17, 25)])
-def test_tile_follows_new_tokens_and_matches_reference(hopper, monkeypatch, dim, batch, new, prefix):
+def test_tile_follows_new_tokens_and_matches_reference(
+    hopper, monkeypatch, dim, batch, new, prefix
+):
     kv_heads, window = LAYERS[dim]
     data = make_inputs(batch, new, prefix, dim, kv_heads, seed=dim + new)
-    expected_tile = {(256, True): (16, 64, 4, 2), (256, False): (64, 64, 8, 2),
-                     (512, True): (16, 64, 4, 1), (512, False): (32, 64, 8, 2)}[dim, new <= 16]
+    expected_tile = {
+        (256, True): (16, 64, 4, 2),
+        (256, False): (64, 64, 8, 2),
+        (512, True): (16, 64, 4, 1),
+        (512, False): (32, 64, 8, 2),
+    }[dim, new <= 16]
     chosen = kernel_output(data, window)
     monkeypatch.setenv("SGLANG_OPT_HOPPER_EXTEND_ATTENTION_TILES", "0")
     generic = kernel_output(data, window)
@@ -99,7 +133,9 @@ def test_tile_follows_new_tokens_and_matches_reference(hopper, monkeypatch, dim,
     assert relative_difference(chosen, generic, ref) < 2e-3
 
 
-@pytest.mark.parametrize("capability, dim", [((8, 0), 256), ((10, 0), 512), ((12, 0), 256), ((9, 0), 128)])
+@pytest.mark.parametrize(
+    "capability, dim", [((8, 0), 256), ((10, 0), 512), ((12, 0), 256), ((9, 0), 128)]
+)
 def test_other_gpus_and_head_dims_keep_the_generic_tile(hopper, monkeypatch, capability, dim):
     monkeypatch.setattr(ea, "CUDA_CAPABILITY", capability, raising=False)
     assert ea._get_hopper_extend_tile(dim, dim, 4) is None
@@ -120,18 +156,23 @@ GPU_LAYERS = {256: (8, 1024), 512: (2, -1)}
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
-                    reason="needs a Hopper GPU")
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
+    reason="needs a Hopper GPU",
+)
 @pytest.mark.parametrize("dim", sorted(GPU_LAYERS))
 @pytest.mark.parametrize("batch, new, prefix", GPU_CASES)
 def test_hopper_shapes_match_the_generic_tile(monkeypatch, dim, batch, new, prefix):
     kv_heads, window = GPU_LAYERS[dim]
-    data = make_inputs(batch, new, prefix, dim, kv_heads, heads=16, seed=batch + new + prefix,
-                       dtype=torch.bfloat16)
+    data = make_inputs(
+        batch, new, prefix, dim, kv_heads, heads=16, seed=batch + new + prefix, dtype=torch.bfloat16
+    )
     chosen = kernel_output(data, window)
     monkeypatch.setenv("SGLANG_OPT_HOPPER_EXTEND_ATTENTION_TILES", "0")
     generic = kernel_output(data, window)
     ref = reference(data, window)
     assert relative_difference(chosen, generic, ref) < 2e-3
     # no further from float32 than the generic tile's own bf16 rounding
-    assert relative_difference(chosen, ref, ref) <= 1.5 * relative_difference(generic, ref, ref) + 1e-3
+    assert (
+        relative_difference(chosen, ref, ref) <= 1.5 * relative_difference(generic, ref, ref) + 1e-3
+    )

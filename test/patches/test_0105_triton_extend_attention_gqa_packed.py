@@ -1,18 +1,18 @@
-"""0105: on Hopper, extend_attention_fwd runs plain causal attention of head dim 512 with two or more
-query heads per KV head through a packed kernel: one program per (request, KV head, block of tokens)
-whose rows are the tokens times the query heads of that KV head, so each K/V tile is read once for
-the group.  On CPU (Triton's interpreter, float32, the device reported as Hopper where dispatch is
-checked): the kernel's output vs a float32 torch reference for requests with different prefix and
-extend lengths (one with nothing cached, lengths off the tile), GQA groups 1/2/4/8, head dims 512
-and 32, logit cap on and off, k/v scales, every tile of its table; which calls extend_attention_fwd
-hands to it (and that SGLANG_OPT_EXTEND_ATTENTION_GQA_PACK=0 gives them back to the old kernel, same
-output).  On a GPU: Gemma-4 full-layer shapes in bf16 and with an fp8 KV cache vs the old kernel and
-float32."""
+"""0105: on Hopper, extend_attention_fwd runs plain causal attention of head dim 512 with two or
+more query heads per KV head through a packed kernel: one program per (request, KV head, block of
+tokens) whose rows are the tokens times the query heads of that KV head, so each K/V tile is read
+once for the group.  On CPU (Triton's interpreter, float32, the device reported as Hopper where
+dispatch is checked): the kernel's output vs a float32 torch reference for requests with different
+prefix and extend lengths (one with nothing cached, lengths off the tile), GQA groups 1/2/4/8, head
+dims 512 and 32, logit cap on and off, k/v scales, every tile of its table; which calls
+extend_attention_fwd hands to it (and that SGLANG_OPT_EXTEND_ATTENTION_GQA_PACK=0 gives them back to
+the old kernel, same output).  On a GPU: Gemma-4 full-layer shapes in bf16 and with an fp8 KV cache
+vs the old kernel and float32."""
 
 import pytest
 import torch
-
 from kernel_inputs import DEVICE, relative_difference, spy_on_hopper
+
 from sglang.kernels.ops.attention import extend_attention as ea
 
 SWITCH = "SGLANG_OPT_EXTEND_ATTENTION_GQA_PACK"
@@ -25,23 +25,40 @@ LENGTHS = [(0, 5), (11, 3), (37, 9)]
 
 def make_inputs(lengths, q_heads, kv_heads, dim, dtype=DTYPE, buffer_dtype=None, seed=0):
     g = torch.Generator().manual_seed(seed)
-    randn = lambda *shape: torch.randn(*shape, generator=g).to(dtype).to(DEVICE)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g).to(dtype).to(DEVICE)
+
     rows = sum(p + n for p, n in lengths)
     k_buffer, v_buffer = randn(rows, kv_heads, dim), randn(rows, kv_heads, dim)
-    # each request's prefix then its new tokens, at shuffled slots: the kernel must follow kv_indices
+    # each request's prefix then its new tokens, at shuffled slots: the kernel must follow
+    # kv_indices
     slots = torch.randperm(rows, generator=g).to(DEVICE)
     prefix_slots, new_slots, at = [], [], 0
     for prefix, new in lengths:
-        prefix_slots.append(slots[at:at + prefix])
-        new_slots.append(slots[at + prefix:at + prefix + new])
+        prefix_slots.append(slots[at : at + prefix])
+        new_slots.append(slots[at + prefix : at + prefix + new])
         at += prefix + new
     new_slots = torch.cat(new_slots)
-    indptr = lambda sizes: torch.tensor([0, *sizes], dtype=torch.int32).cumsum(0).to(torch.int32).to(DEVICE)
-    data = dict(q=randn(new_slots.numel(), q_heads, dim), k_extend=k_buffer[new_slots], v_extend=v_buffer[new_slots],
-                k_buffer=k_buffer, v_buffer=v_buffer, lengths=lengths,
-                qo_indptr=indptr([n for _, n in lengths]), kv_indptr=indptr([p for p, _ in lengths]),
-                kv_indices=torch.cat(prefix_slots).to(torch.int64), max_new=max(n for _, n in lengths))
-    if buffer_dtype is not None:  # the cache as an fp8 KV cache stores it, read back with k/v scales
+
+    def indptr(sizes):
+        return torch.tensor([0, *sizes], dtype=torch.int32).cumsum(0).to(torch.int32).to(DEVICE)
+
+    data = dict(
+        q=randn(new_slots.numel(), q_heads, dim),
+        k_extend=k_buffer[new_slots],
+        v_extend=v_buffer[new_slots],
+        k_buffer=k_buffer,
+        v_buffer=v_buffer,
+        lengths=lengths,
+        qo_indptr=indptr([n for _, n in lengths]),
+        kv_indptr=indptr([p for p, _ in lengths]),
+        kv_indices=torch.cat(prefix_slots).to(torch.int64),
+        max_new=max(n for _, n in lengths),
+    )
+    if (
+        buffer_dtype is not None
+    ):  # the cache as an fp8 KV cache stores it, read back with k/v scales
         data["k_buffer"], data["v_buffer"] = (b.to(buffer_dtype) for b in (k_buffer, v_buffer))
     return data
 
@@ -53,12 +70,25 @@ def reference(data, sm_scale, logit_cap=0.0, k_scale=1.0, v_scale=1.0):
     group = q.shape[1] // data["k_buffer"].shape[1]
     q_at = kv_at = 0
     for prefix, new in data["lengths"]:
-        cached = data["kv_indices"][kv_at:kv_at + prefix]
-        k = torch.cat([data["k_buffer"][cached].float() * k_scale, data["k_extend"][q_at:q_at + new].float()])
-        v = torch.cat([data["v_buffer"][cached].float() * v_scale, data["v_extend"][q_at:q_at + new].float()])
+        cached = data["kv_indices"][kv_at : kv_at + prefix]
+        k = torch.cat(
+            [
+                data["k_buffer"][cached].float() * k_scale,
+                data["k_extend"][q_at : q_at + new].float(),
+            ]
+        )
+        v = torch.cat(
+            [
+                data["v_buffer"][cached].float() * v_scale,
+                data["v_extend"][q_at : q_at + new].float(),
+            ]
+        )
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        visible = torch.arange(prefix + new, device=DEVICE)[None, :] <= prefix + torch.arange(new, device=DEVICE)[:, None]
-        scores = torch.einsum("qhd,khd->hqk", q[q_at:q_at + new], k) * sm_scale
+        visible = (
+            torch.arange(prefix + new, device=DEVICE)[None, :]
+            <= prefix + torch.arange(new, device=DEVICE)[:, None]
+        )
+        scores = torch.einsum("qhd,khd->hqk", q[q_at : q_at + new], k) * sm_scale
         if logit_cap > 0:
             scores = logit_cap * torch.tanh(scores / logit_cap)
         scores = scores.masked_fill(~visible, float("-inf"))
@@ -69,18 +99,50 @@ def reference(data, sm_scale, logit_cap=0.0, k_scale=1.0, v_scale=1.0):
 
 def packed(data, sm_scale, logit_cap=0.0, k_scale=1.0, v_scale=1.0, tile=None):
     out = torch.empty(data["q"].shape, dtype=data["q"].dtype, device=DEVICE)
-    ea.extend_attention_gqa_packed_fwd(data["q"], data["k_extend"], data["v_extend"], out, data["k_buffer"],
-                                       data["v_buffer"], data["qo_indptr"], data["kv_indptr"], data["kv_indices"],
-                                       data["max_new"], k_scale, v_scale, sm_scale, logit_cap, tile=tile)
+    ea.extend_attention_gqa_packed_fwd(
+        data["q"],
+        data["k_extend"],
+        data["v_extend"],
+        out,
+        data["k_buffer"],
+        data["v_buffer"],
+        data["qo_indptr"],
+        data["kv_indptr"],
+        data["kv_indices"],
+        data["max_new"],
+        k_scale,
+        v_scale,
+        sm_scale,
+        logit_cap,
+        tile=tile,
+    )
     return out
 
 
-def through_extend_attention_fwd(data, sm_scale=None, logit_cap=0.0, k_scale=1.0, v_scale=1.0, **kwargs):
+def through_extend_attention_fwd(
+    data, sm_scale=None, logit_cap=0.0, k_scale=1.0, v_scale=1.0, **kwargs
+):
     out = torch.empty(data["q"].shape, dtype=data["q"].dtype, device=DEVICE)
-    ea.extend_attention_fwd(data["q"], data["k_extend"], data["v_extend"], out, data["k_buffer"], data["v_buffer"],
-                            data["qo_indptr"], data["kv_indptr"], data["kv_indices"], kwargs.pop("custom_mask", None),
-                            kwargs.pop("is_causal", True), kwargs.pop("mask_indptr", None), data["max_new"],
-                            k_scale, v_scale, sm_scale, logit_cap=logit_cap, **kwargs)
+    ea.extend_attention_fwd(
+        data["q"],
+        data["k_extend"],
+        data["v_extend"],
+        out,
+        data["k_buffer"],
+        data["v_buffer"],
+        data["qo_indptr"],
+        data["kv_indptr"],
+        data["kv_indices"],
+        kwargs.pop("custom_mask", None),
+        kwargs.pop("is_causal", True),
+        kwargs.pop("mask_indptr", None),
+        data["max_new"],
+        k_scale,
+        v_scale,
+        sm_scale,
+        logit_cap=logit_cap,
+        **kwargs,
+    )
     return out
 
 
@@ -90,11 +152,17 @@ def through_extend_attention_fwd(data, sm_scale=None, logit_cap=0.0, k_scale=1.0
 def test_packed_kernel_matches_float32(dim, group, logit_cap):
     kv_heads = 2 if group < 8 else 1
     data = make_inputs(LENGTHS, kv_heads * group, kv_heads, dim, seed=dim + group)
-    sm_scale = dim ** -0.5 * (4.0 if logit_cap else 1.0)  # large enough logits for the cap to bend them
+    sm_scale = dim**-0.5 * (
+        4.0 if logit_cap else 1.0
+    )  # large enough logits for the cap to bend them
     ref = reference(data, sm_scale, logit_cap)
     if logit_cap:
-        assert (ref - reference(data, sm_scale)).abs().max() > 1e-2  # the cap changes the output here
-    torch.testing.assert_close(packed(data, sm_scale, logit_cap), ref, rtol=TOLERANCE, atol=TOLERANCE)
+        assert (
+            ref - reference(data, sm_scale)
+        ).abs().max() > 1e-2  # the cap changes the output here
+    torch.testing.assert_close(
+        packed(data, sm_scale, logit_cap), ref, rtol=TOLERANCE, atol=TOLERANCE
+    )
 
 
 @pytest.mark.parametrize("tile", sorted(ea._GQA_PACK_TILES))
@@ -103,7 +171,9 @@ def test_every_tile_of_the_table_matches_float32(monkeypatch, tile):
     for group, seed in ((8, 1), (3, 2)):
         data = make_inputs([(70, 12), (0, 17)], group, 1, 64, seed=seed)
         monkeypatch.setenv(TILE, tile)
-        torch.testing.assert_close(packed(data, 0.125), reference(data, 0.125), rtol=TOLERANCE, atol=TOLERANCE)
+        torch.testing.assert_close(
+            packed(data, 0.125), reference(data, 0.125), rtol=TOLERANCE, atol=TOLERANCE
+        )
 
 
 def test_unknown_tile_name_is_refused(monkeypatch):
@@ -116,19 +186,27 @@ def test_kv_scales_apply_to_the_cached_prefix_only():
     data = make_inputs(LENGTHS, 8, 2, 64, seed=5)
     ref = reference(data, 0.125, k_scale=0.5, v_scale=1.5)
     assert (ref - reference(data, 0.125)).abs().max() > 1e-2
-    torch.testing.assert_close(packed(data, 0.125, k_scale=0.5, v_scale=1.5), ref, rtol=TOLERANCE, atol=TOLERANCE)
+    torch.testing.assert_close(
+        packed(data, 0.125, k_scale=0.5, v_scale=1.5), ref, rtol=TOLERANCE, atol=TOLERANCE
+    )
 
 
 @pytest.fixture
 def hopper(monkeypatch):
     """The device reported as Hopper; launches of the packed and the old kernel recorded."""
-    spy = spy_on_hopper(monkeypatch, ea, "_fwd_kernel_gqa_packed", ("BLOCK_M", "BLOCK_T", "BLOCK_N", "num_warps",
-                                                                    "num_stages"))
+    spy = spy_on_hopper(
+        monkeypatch,
+        ea,
+        "_fwd_kernel_gqa_packed",
+        ("BLOCK_M", "BLOCK_T", "BLOCK_N", "num_warps", "num_stages"),
+    )
     old = spy_on_hopper(monkeypatch, ea, "_fwd_kernel", ("BLOCK_M",))
     return spy, old
 
 
-def test_gemma4_full_layer_takes_the_packed_kernel_and_the_switch_restores_the_old_one(hopper, monkeypatch):
+def test_gemma4_full_layer_takes_the_packed_kernel_and_the_switch_restores_the_old_one(
+    hopper, monkeypatch
+):
     spy, old = hopper
     data = make_inputs(LENGTHS, 8, 1, 512, seed=7)  # E2B's full layers: 8 query heads on 1 KV head
     ref = reference(data, 0.1, logit_cap=3.0)
@@ -147,31 +225,64 @@ def test_group_of_four_packs_eight_tokens_a_program_with_the_default_tile(hopper
     data = make_inputs(LENGTHS, 8, 2, 512, seed=8)  # E4B's full layers: 8 query heads on 2 KV heads
     out = through_extend_attention_fwd(data)
     assert spy.launches == [(32, 8, 64, 8, 2)] and old.launches == []
-    torch.testing.assert_close(out, reference(data, 512 ** -0.5), rtol=TOLERANCE, atol=TOLERANCE)
+    torch.testing.assert_close(out, reference(data, 512**-0.5), rtol=TOLERANCE, atol=TOLERANCE)
 
 
 def small(q_heads=8, kv_heads=1, dim=512):
     return make_inputs([(4, 3), (0, 2)], q_heads, kv_heads, dim, seed=9)
 
 
-@pytest.mark.parametrize("case, kwargs", [
-    ("sliding window", dict(sliding_window_size=2)),
-    ("not causal", dict(is_causal=False)),
-    ("sinks", dict(sinks=torch.zeros(8))),
-    ("lse", dict(lse_extend=torch.zeros(5, 8))),
-    ("xai temperature", dict(xai_temperature_len=2)),
-    ("page size 2", dict(page_size=2)),
-])
+@pytest.mark.parametrize(
+    "case, kwargs",
+    [
+        ("sliding window", dict(sliding_window_size=2)),
+        ("not causal", dict(is_causal=False)),
+        ("sinks", dict(sinks=torch.zeros(8))),
+        ("lse", dict(lse_extend=torch.zeros(5, 8))),
+        ("xai temperature", dict(xai_temperature_len=2)),
+        ("page size 2", dict(page_size=2)),
+    ],
+)
 def test_calls_outside_the_packed_kernel_keep_the_old_one(hopper, case, kwargs):
     spy, old = hopper
     data = small()
-    args = (data["q"], data["k_extend"], data["v_extend"], None, kwargs.get("is_causal", True),
-            kwargs.get("sliding_window_size", -1), kwargs.get("sinks"), kwargs.get("xai_temperature_len", -1),
-            kwargs.get("lse_extend"), False, False, kwargs.get("page_size", 1), None)
+    args = (
+        data["q"],
+        data["k_extend"],
+        data["v_extend"],
+        None,
+        kwargs.get("is_causal", True),
+        kwargs.get("sliding_window_size", -1),
+        kwargs.get("sinks"),
+        kwargs.get("xai_temperature_len", -1),
+        kwargs.get("lse_extend"),
+        False,
+        False,
+        kwargs.get("page_size", 1),
+        None,
+    )
     assert not ea._use_gqa_packed_extend(*args)
-    plain = (data["q"], data["k_extend"], data["v_extend"], None, True, -1, None, -1, None, False, False, 1, None)
+    plain = (
+        data["q"],
+        data["k_extend"],
+        data["v_extend"],
+        None,
+        True,
+        -1,
+        None,
+        -1,
+        None,
+        False,
+        False,
+        1,
+        None,
+    )
     assert ea._use_gqa_packed_extend(*plain)
-    if case in ("sliding window", "not causal", "xai temperature"):  # these run on CPU through the old kernel
+    if case in (
+        "sliding window",
+        "not causal",
+        "xai temperature",
+    ):  # these run on CPU through the old kernel
         through_extend_attention_fwd(data, **kwargs)
         assert spy.launches == [] and len(old.launches) == 1
 
@@ -180,23 +291,57 @@ def test_custom_mask_skip_stages_and_score_mod_keep_the_old_kernel(hopper):
     data = small()
     q, k, v = data["q"], data["k_extend"], data["v_extend"]
     base = [q, k, v, None, True, -1, None, -1, None, False, False, 1, None]
-    for at, value in ((3, torch.ones(10, dtype=torch.bool)), (9, True), (10, True), (12, lambda *a: a[0])):
+    for at, value in (
+        (3, torch.ones(10, dtype=torch.bool)),
+        (9, True),
+        (10, True),
+        (12, lambda *a: a[0]),
+    ):
         args = list(base)
         args[at] = value
         assert not ea._use_gqa_packed_extend(*args), at
 
 
-@pytest.mark.parametrize("q_heads, kv_heads, dim", [(8, 8, 512), (16, 8, 256), (16, 2, 256), (16, 2, 128)])
+@pytest.mark.parametrize(
+    "q_heads, kv_heads, dim", [(8, 8, 512), (16, 8, 256), (16, 2, 256), (16, 2, 128)]
+)
 def test_one_head_a_group_and_other_head_dims_keep_the_old_kernel(hopper, q_heads, kv_heads, dim):
     data = make_inputs([(1, 1)], q_heads, kv_heads, dim)
-    assert not ea._use_gqa_packed_extend(data["q"], data["k_extend"], data["v_extend"], None, True, -1, None, -1,
-                                         None, False, False, 1, None)
+    assert not ea._use_gqa_packed_extend(
+        data["q"],
+        data["k_extend"],
+        data["v_extend"],
+        None,
+        True,
+        -1,
+        None,
+        -1,
+        None,
+        False,
+        False,
+        1,
+        None,
+    )
 
 
 @pytest.mark.parametrize("capability", [(8, 0), (10, 0), (12, 0)])
 def test_other_gpus_keep_the_old_kernel(hopper, monkeypatch, capability):
     data = small()
-    args = (data["q"], data["k_extend"], data["v_extend"], None, True, -1, None, -1, None, False, False, 1, None)
+    args = (
+        data["q"],
+        data["k_extend"],
+        data["v_extend"],
+        None,
+        True,
+        -1,
+        None,
+        -1,
+        None,
+        False,
+        False,
+        1,
+        None,
+    )
     monkeypatch.setattr(ea, "CUDA_CAPABILITY", capability)
     assert not ea._use_gqa_packed_extend(*args)
     monkeypatch.setattr(ea, "CUDA_CAPABILITY", (9, 0))
@@ -218,9 +363,10 @@ def fp8_marks():
 def test_fp8_kv_buffer_read_back_with_scales(group):
     data = make_inputs(LENGTHS, 2 * group, 2, 512, buffer_dtype=torch.float8_e4m3fn, seed=group)
     k_scale, v_scale = 0.75, 1.25
-    ref = reference(data, 512 ** -0.5, k_scale=k_scale, v_scale=v_scale)  # the fp8 values as stored
-    out = packed(data, 512 ** -0.5, k_scale=k_scale, v_scale=v_scale)
-    # the kernel multiplies q by K in K's fp8 type, like the old kernel: compared within fp8's rounding
+    ref = reference(data, 512**-0.5, k_scale=k_scale, v_scale=v_scale)  # the fp8 values as stored
+    out = packed(data, 512**-0.5, k_scale=k_scale, v_scale=v_scale)
+    # the kernel multiplies q by K in K's fp8 type, like the old kernel: compared within fp8's
+    # rounding
     assert relative_difference(out, ref, ref) < 0.1
 
 
@@ -230,14 +376,23 @@ GPU_LENGTHS = [[(0, 2048)], [(3000, 1000), (0, 77), (555, 1)], [(8000, 4)] * 8]
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
-                    reason="needs a Hopper GPU")
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9,
+    reason="needs a Hopper GPU",
+)
 @pytest.mark.parametrize("q_heads, kv_heads", GPU_LAYERS)
 @pytest.mark.parametrize("lengths", GPU_LENGTHS)
 @pytest.mark.parametrize("fp8", [False, True])
 def test_gpu_gemma4_shapes_match_the_old_kernel(monkeypatch, q_heads, kv_heads, lengths, fp8):
-    data = make_inputs(lengths, q_heads, kv_heads, 512, dtype=torch.bfloat16,
-                       buffer_dtype=torch.float8_e4m3fn if fp8 else None, seed=q_heads + len(lengths))
+    data = make_inputs(
+        lengths,
+        q_heads,
+        kv_heads,
+        512,
+        dtype=torch.bfloat16,
+        buffer_dtype=torch.float8_e4m3fn if fp8 else None,
+        seed=q_heads + len(lengths),
+    )
     scales = dict(k_scale=0.5, v_scale=2.0) if fp8 else {}
     ref = reference(data, 1.0, 30.0, **scales)
     outs = {}
@@ -248,4 +403,6 @@ def test_gpu_gemma4_shapes_match_the_old_kernel(monkeypatch, q_heads, kv_heads, 
     old = through_extend_attention_fwd(data, 1.0, 30.0, **scales)
     for tile, out in outs.items():
         assert relative_difference(out, old, ref) < 2e-2, tile
-        assert relative_difference(out, ref, ref) <= 1.5 * relative_difference(old, ref, ref) + 1e-3, tile
+        assert (
+            relative_difference(out, ref, ref) <= 1.5 * relative_difference(old, ref, ref) + 1e-3
+        ), tile

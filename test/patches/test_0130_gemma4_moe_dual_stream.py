@@ -1,6 +1,6 @@
-"""0130: unless SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0, a Gemma-4 MoE layer captured in a CUDA graph runs
-its dense MLP on a side stream beside the experts, the experts' branch captured first. On CPU: when
-the model makes the side stream; the capture order (the experts, then the dense MLP on the side
+"""0130: unless SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0, a Gemma-4 MoE layer captured in a CUDA graph
+runs its dense MLP on a side stream beside the experts, the experts' branch captured first. On CPU:
+when the model makes the side stream; the capture order (the experts, then the dense MLP on the side
 stream forked from before the experts, then the join). On a
 GPU: the two branches captured in a graph and replayed give what running them one after the other
 gives, with the side branch much slower than the other and fresh inputs before the replay."""
@@ -48,7 +48,9 @@ class SlowMLP(nn.Module):
 
     def __init__(self, hidden: int):
         super().__init__()
-        self.weight = nn.Parameter(torch.randn(hidden, hidden, generator=torch.Generator().manual_seed(1)) / hidden**0.5)
+        self.weight = nn.Parameter(
+            torch.randn(hidden, hidden, generator=torch.Generator().manual_seed(1)) / hidden**0.5
+        )
 
     def forward(self, x):
         for _ in range(50):
@@ -72,7 +74,9 @@ def test_branches_captured_on_two_streams_match_one_after_the_other():
     mlp_input, moe_input = (torch.randn(4, hidden, generator=g).cuda() for _ in range(2))
     router_logits = torch.randn(4, 8, generator=g).cuda()
     with torch.no_grad():
-        warmup = torch.cuda.Stream()  # as sglang's graph runner: run once off the default stream, then capture
+        warmup = (
+            torch.cuda.Stream()
+        )  # as sglang's graph runner: run once off the default stream, then capture
         warmup.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(warmup):
             layer.mlp_beside_moe(mlp_input, moe_input, router_logits)
@@ -81,7 +85,8 @@ def test_branches_captured_on_two_streams_match_one_after_the_other():
         with torch.cuda.graph(graph):
             mlp_output, moe_output = layer.mlp_beside_moe(mlp_input, moe_input, router_logits)
             combined = mlp_output + moe_output  # reads the side branch on the capturing stream
-        # new inputs: a replay must recompute both branches (a side branch left out of the graph would not)
+        # new inputs: a replay must recompute both branches (a side branch left out of the graph
+        # would not)
         for static in (mlp_input, moe_input, router_logits):
             static.copy_(torch.randn(static.shape, generator=g))
         expected = (layer.mlp(mlp_input), layer.moe(moe_input, router_logits))
@@ -124,15 +129,28 @@ def test_experts_captured_first_and_the_dense_mlp_forked_from_before_them(monkey
     events = []
     current, side = RecordedStream("current", events), RecordedStream("side", events)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: current)
-    monkeypatch.setattr(torch.cuda, "stream", lambda s: events.append(f"on {s.name}") or torch.no_grad())
+    monkeypatch.setattr(
+        torch.cuda, "stream", lambda s: events.append(f"on {s.name}") or torch.no_grad()
+    )
     layer = Gemma4DecoderLayer.__new__(Gemma4DecoderLayer)
     nn.Module.__init__(layer)
     layer.alt_stream = side
     layer.mlp = lambda x: events.append("dense MLP") or x + 1
     layer.moe = lambda x, logits: events.append("experts: routing, alignment, GEMMs") or x * logits
-    mlp_input, moe_input, router_logits = torch.ones(2, 8), torch.full((2, 8), 2.0), torch.full((2, 8), 3.0)
+    mlp_input, moe_input, router_logits = (
+        torch.ones(2, 8),
+        torch.full((2, 8), 2.0),
+        torch.full((2, 8), 3.0),
+    )
     mlp_output, moe_output = layer.mlp_beside_moe(mlp_input, moe_input, router_logits)
-    assert events == ["current records event 0", "experts: routing, alignment, GEMMs",
-                      "side waits for event 0", "on side", "dense MLP",
-                      "current waits for side"]
-    assert torch.equal(mlp_output, mlp_input + 1) and torch.equal(moe_output, moe_input * router_logits)
+    assert events == [
+        "current records event 0",
+        "experts: routing, alignment, GEMMs",
+        "side waits for event 0",
+        "on side",
+        "dense MLP",
+        "current waits for side",
+    ]
+    assert torch.equal(mlp_output, mlp_input + 1) and torch.equal(
+        moe_output, moe_input * router_logits
+    )

@@ -14,7 +14,9 @@ import pytest
 import torch
 from swa_serving import publish_server_args, reset_context
 
-config_module = importlib.import_module("sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config")
+config_module = importlib.import_module(
+    "sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config"
+)
 
 H100 = "NVIDIA H100 80GB HBM3"
 EXPERTS, N, HIDDEN, TOP_K = 128, 704, 2816, 8  # 26B-A4B: N is the expert's intermediate size
@@ -43,9 +45,12 @@ def on_h100_triton_3_6(monkeypatch):
 
 def test_both_gemms_read_triton_3_6_files_of_their_own(on_h100_triton_3_6, caplog):
     with caplog.at_level(logging.INFO, logger=config_module.__name__):
-        up, (down, _) = config_module.try_get_optimal_moe_config(W1_SHAPE, W2_SHAPE, TOP_K, None, 1,
-                                                                 return_down_config=True)
-    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], "fell back to another file"
+        up, (down, _) = config_module.try_get_optimal_moe_config(
+            W1_SHAPE, W2_SHAPE, TOP_K, None, 1, return_down_config=True
+        )
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], (
+        "fell back to another file"
+    )
     loaded = [r.getMessage() for r in caplog.records if "Using MoE kernel config" in r.getMessage()]
     assert any(f"triton_3_6_0/{FILE}.json" in m for m in loaded)
     assert any(f"triton_3_6_0/{FILE}_down.json" in m for m in loaded)
@@ -67,7 +72,12 @@ def test_tiles_fit_an_h100_and_share_the_block_rows(batch):
     # both GEMMs read one alignment of the routed rows into BLOCK_SIZE_M-row blocks
     assert up["BLOCK_SIZE_M"] == down["BLOCK_SIZE_M"]
     for tile in (up, down):
-        bf16_bytes = 2 * tile["num_stages"] * tile["BLOCK_SIZE_K"] * (tile["BLOCK_SIZE_M"] + tile["BLOCK_SIZE_N"])
+        bf16_bytes = (
+            2
+            * tile["num_stages"]
+            * tile["BLOCK_SIZE_K"]
+            * (tile["BLOCK_SIZE_M"] + tile["BLOCK_SIZE_N"])
+        )
         assert bf16_bytes <= SHARED_MEMORY_PER_BLOCK
 
 
@@ -91,18 +101,30 @@ def test_experts_with_the_tuned_tiles_match_float32(batch, caplog, one_process_g
     from sglang.srt.layers.moe.topk import StandardTopKOutput
 
     g = torch.Generator(device="cuda").manual_seed(batch)
-    randn = lambda *shape, scale: (torch.randn(*shape, device="cuda", generator=g) * scale).bfloat16()  # noqa: E731
+
+    def randn(*shape, scale):
+        return (torch.randn(*shape, device="cuda", generator=g) * scale).bfloat16()
+
     x = randn(batch, HIDDEN, scale=1.0)
-    w1, w2 = randn(*W1_SHAPE, scale=HIDDEN ** -0.5), randn(*W2_SHAPE, scale=N ** -0.5)
+    w1, w2 = randn(*W1_SHAPE, scale=HIDDEN**-0.5), randn(*W2_SHAPE, scale=N**-0.5)
     scores = torch.rand(batch, EXPERTS, device="cuda", generator=g)
     weights, ids = torch.topk(torch.softmax(scores, -1), TOP_K, dim=-1)
-    runner = MoeRunnerConfig(num_experts=EXPERTS, num_local_experts=EXPERTS, hidden_size=HIDDEN,
-                             intermediate_size_per_partition=N, top_k=TOP_K, activation="gelu", inplace=False)
+    runner = MoeRunnerConfig(
+        num_experts=EXPERTS,
+        num_local_experts=EXPERTS,
+        hidden_size=HIDDEN,
+        intermediate_size_per_partition=N,
+        top_k=TOP_K,
+        activation="gelu",
+        inplace=False,
+    )
     config_module.get_moe_configs.cache_clear()
     publish_server_args()
     try:
         with caplog.at_level(logging.INFO, logger=config_module.__name__):
-            out = fused_experts(x, w1, w2, StandardTopKOutput(weights, ids.to(torch.int32), scores), runner)
+            out = fused_experts(
+                x, w1, w2, StandardTopKOutput(weights, ids.to(torch.int32), scores), runner
+            )
     finally:
         reset_context()
     assert any(f"triton_3_6_0/{FILE}_down.json" in r.getMessage() for r in caplog.records)

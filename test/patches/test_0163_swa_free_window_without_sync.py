@@ -1,6 +1,6 @@
-"""0163: with SGLANG_OPT_SWA_FREE_WINDOW_WITHOUT_SYNC=1 (the default) the SWA maintenance of a request
-frees its tokens that left the sliding window without a boolean-mask select, whose size the host
-must read from the device (a sync of the scheduling stream at every maintenance).  sglang's own
+"""0163: with SGLANG_OPT_SWA_FREE_WINDOW_WITHOUT_SYNC=1 (the default) the SWA maintenance of a
+request frees its tokens that left the sliding window without a boolean-mask select, whose size the
+host must read from the device (a sync of the scheduling stream at every maintenance).  sglang's own
 allocator, SWA pools, unified radix cache and scheduler batch on CPU (swa_serving), page size 1, a
 window of 8 tokens, maintenance at every decode step:
 
@@ -21,8 +21,14 @@ from sglang.srt.managers import schedule_batch
 WINDOW = 8
 SWITCH = "SGLANG_OPT_SWA_FREE_WINDOW_WITHOUT_SYNC"
 # aten ops whose output size or value the host must read from the device
-HOST_READS = {"aten.nonzero.default", "aten.masked_select.default", "aten._local_scalar_dense.default",
-              "aten._unique2.default", "aten.unique_dim.default", "aten.unique_consecutive.default"}
+HOST_READS = {
+    "aten.nonzero.default",
+    "aten.masked_select.default",
+    "aten._local_scalar_dense.default",
+    "aten._unique2.default",
+    "aten.unique_dim.default",
+    "aten.unique_consecutive.default",
+}
 
 
 class HostReads(TorchDispatchMode):
@@ -34,8 +40,10 @@ class HostReads(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = str(func)
-        if name in HOST_READS or (name in ("aten.index.Tensor", "aten.index_put_.default", "aten.index_put.default")
-                                  and any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in args[1])):
+        if name in HOST_READS or (
+            name in ("aten.index.Tensor", "aten.index_put_.default", "aten.index_put.default")
+            and any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in args[1])
+        ):
             self.seen.append(name)
         return func(*args, **(kwargs or {}))
 
@@ -59,8 +67,8 @@ def frees(monkeypatch):
 
 
 def serve(page_size: int) -> list[tuple]:
-    """Requests admitted, decoded past the window, one retracted, all finished; after each step the SWA
-    slots in use and, per running request, which of its tokens still hold SWA KV."""
+    """Requests admitted, decoded past the window, one retracted, all finished; after each step the
+    SWA slots in use and, per running request, which of its tokens still hold SWA KV."""
     serving = Serving(page_size=page_size, window=WINDOW)
     states = []
 
@@ -69,7 +77,11 @@ def serve(page_size: int) -> list[tuple]:
         states.append((serving.swa_slots_in_use(), held))
 
     shared = list(range(100, 120))
-    first, second, third = request("a", shared), request("b", shared + [7, 8, 9]), request("c", list(range(300, 311)))
+    first, second, third = (
+        request("a", shared),
+        request("b", shared + [7, 8, 9]),
+        request("c", list(range(300, 311))),
+    )
     serving.admit(first)
     serving.decode(6, check=record)
     serving.admit(second)
@@ -80,7 +92,9 @@ def serve(page_size: int) -> list[tuple]:
     for req in list(serving.running.reqs):
         serving.finish(req)
     serving.evict_all()
-    states.append((serving.swa_slots_in_use(), serving.size - serving.allocator.full_available_size()))
+    states.append(
+        (serving.swa_slots_in_use(), serving.size - serving.allocator.full_available_size())
+    )
     return states
 
 

@@ -1,26 +1,27 @@
-"""0178: on Hopper, the logits head of up to 16 tokens runs as one Triton pass over the weight instead
-of torch.matmul. On CPU (Triton's interpreter, float16, small shapes with ragged edges) the kernel
-against a float32 product; which calls LogitsProcessor sends to it (device reported as Hopper: token
-count, dtype, GPU generation, kill switch). On a Hopper GPU Gemma 4's head (262144 x 2816, bf16) at
-1-16 tokens against float32 and against torch.matmul."""
+"""0178: on Hopper, the logits head of up to 16 tokens runs as one Triton pass over the weight
+instead of torch.matmul. On CPU (Triton's interpreter, float16, small shapes with ragged edges) the
+kernel against a float32 product; which calls LogitsProcessor sends to it (device reported as
+Hopper: token count, dtype, GPU generation, kill switch). On a Hopper GPU Gemma 4's head (262144 x
+2816, bf16) at 1-16 tokens against float32 and against torch.matmul."""
 
 from types import SimpleNamespace
 
 import pytest
 import torch
-
 from kernel_inputs import DEVICE, randn, relative_difference
+
 from sglang.kernels.ops.gemm import few_token_logits as ftl
 from sglang.srt.layers import logits_processor
 
-# a 16-bit head as served: float16 in Triton's interpreter (numpy has no bfloat16), bfloat16 on a GPU
+# a 16-bit head as served: float16 in Triton's interpreter (numpy has no bfloat16), bfloat16 on a
+# GPU
 DTYPE = torch.float16 if DEVICE == "cpu" else torch.bfloat16
 TOLERANCE = 1e-2  # the output's 16-bit rounding
 
 
 def check_against_float32(tokens: int, vocab: int, hidden: int, seed: int):
     x = randn(tokens, hidden, dtype=DTYPE, seed=seed)
-    weight = randn(vocab, hidden, dtype=DTYPE, seed=seed + 1, scale=hidden ** -0.5)
+    weight = randn(vocab, hidden, dtype=DTYPE, seed=seed + 1, scale=hidden**-0.5)
     out = ftl.few_token_logits(x, weight)
     ref = x.float() @ weight.float().T
     assert out.shape == (tokens, vocab) and out.dtype == weight.dtype
@@ -42,8 +43,9 @@ def hopper(monkeypatch):
     monkeypatch.setenv("SGLANG_OPT_FEW_TOKEN_LOGITS_HEAD", "1")
     calls = []
     real = ftl.few_token_logits
-    monkeypatch.setattr(logits_processor, "few_token_logits",
-                        lambda x, w: calls.append(x.shape[0]) or real(x, w))
+    monkeypatch.setattr(
+        logits_processor, "few_token_logits", lambda x, w: calls.append(x.shape[0]) or real(x, w)
+    )
     return calls
 
 
@@ -68,7 +70,9 @@ def test_up_to_16_tokens_of_a_16_bit_head_take_the_kernel(hopper):
 def test_dtype_rule_and_generation_and_kill_switch(hopper, monkeypatch):
     x16, w16 = torch.zeros(4, 8, dtype=torch.bfloat16), torch.zeros(32, 8, dtype=torch.bfloat16)
     assert ftl.few_token_logits_applies(x16, w16)
-    assert not ftl.few_token_logits_applies(x16.float(), w16.float())  # a float32 head stays on matmul
+    assert not ftl.few_token_logits_applies(
+        x16.float(), w16.float()
+    )  # a float32 head stays on matmul
     assert not ftl.few_token_logits_applies(x16, w16.half())  # mixed dtypes
     assert not ftl.few_token_logits_applies(x16[:, ::2], w16[:, ::2])  # strided rows
     monkeypatch.setattr(ftl, "CUDA_CAPABILITY", (10, 0))

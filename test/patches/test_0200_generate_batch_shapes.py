@@ -40,7 +40,9 @@ MISMATCHED = [
 ]
 
 
-@pytest.mark.parametrize("body, field", MISMATCHED, ids=[f"{f}-{i}" for i, (_, f) in enumerate(MISMATCHED)])
+@pytest.mark.parametrize(
+    "body, field", MISMATCHED, ids=[f"{f}-{i}" for i, (_, f) in enumerate(MISMATCHED)]
+)
 def test_a_batch_shape_or_session_mismatch_is_a_400_naming_the_field(body, field):
     reply = http_app().post("/generate", {**body, "sampling_params": {"max_new_tokens": 4}})
     assert reply.status == 400, reply
@@ -55,8 +57,16 @@ MATCHED = [
     {"text": "a", "rid": "single", "bootstrap_room": 7, "extra_key": "k"},
     {"text": "a", "input_ids": [5, 6]},
     {"text": BATCH, "input_ids": [[5], [6]]},
-    {"text": "a", "session_params": {"id": "s", "rid": None, "offset": 0, "replace": False,
-                                     "drop_previous_output": None}},
+    {
+        "text": "a",
+        "session_params": {
+            "id": "s",
+            "rid": None,
+            "offset": 0,
+            "replace": False,
+            "drop_previous_output": None,
+        },
+    },
     {"text": BATCH, "sampling_params": {"n": 2, "max_new_tokens": 4}, "rid": ["x3", "y3"]},
 ]
 
@@ -69,10 +79,21 @@ def test_a_batch_of_matching_shape_reaches_the_scheduler(body):
 
 MORE = [
     ("/generate", {"input_embeds": [], "sampling_params": {"max_new_tokens": 4}}, "input_embeds"),
-    ("/generate", {"input_embeds": [[]], "sampling_params": {"max_new_tokens": 4}}, "input_embeds[0]"),
-    ("/generate", {"text": "a", "video_data": [], "sampling_params": {"n": 2, "max_new_tokens": 4}}, "video_data"),
-    ("/generate", {"text": "a", "audio_data": ["x", "y"], "sampling_params": {"n": 2, "max_new_tokens": 4}},
-     "audio_data"),
+    (
+        "/generate",
+        {"input_embeds": [[]], "sampling_params": {"max_new_tokens": 4}},
+        "input_embeds[0]",
+    ),
+    (
+        "/generate",
+        {"text": "a", "video_data": [], "sampling_params": {"n": 2, "max_new_tokens": 4}},
+        "video_data",
+    ),
+    (
+        "/generate",
+        {"text": "a", "audio_data": ["x", "y"], "sampling_params": {"n": 2, "max_new_tokens": 4}},
+        "audio_data",
+    ),
     # EmbeddingReqInput (/classify, /encode) normalizes its batch on its own
     ("/classify", {"text": BATCH, "rid": "r"}, "rid"),
     ("/classify", {"text": ["a"], "rid": ["a", "b", "c"]}, "rid"),
@@ -83,7 +104,9 @@ MORE = [
 ]
 
 
-@pytest.mark.parametrize("path, body, field", MORE, ids=[f"{p}-{f}-{i}" for i, (p, _, f) in enumerate(MORE)])
+@pytest.mark.parametrize(
+    "path, body, field", MORE, ids=[f"{p}-{f}-{i}" for i, (p, _, f) in enumerate(MORE)]
+)
 def test_embeddings_and_batches_of_one_of_mismatched_shape_are_a_400(path, body, field):
     reply = http_app().post(path, body)
     assert reply.status == 400, reply

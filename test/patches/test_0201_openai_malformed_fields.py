@@ -1,6 +1,6 @@
-"""0201: the OpenAI routes answer a body that is not a JSON object, a response_format (or its schema)
-that is not an object, cache_salt/extra_key that are not strings, and /v1/detokenize token ids
-outside what the tokenizer decodes (negative, beyond 32 bits) with HTTP 400 naming the field,
+"""0201: the OpenAI routes answer a body that is not a JSON object, a response_format (or its
+schema) that is not an object, cache_salt/extra_key that are not strings, and /v1/detokenize token
+ids outside what the tokenizer decodes (negative, beyond 32 bits) with HTTP 400 naming the field,
 instead of 500 (an AttributeError in a request model's validator, a TypeError, an OverflowError in
 the tokenizer), through sglang's HTTP app in process."""
 
@@ -17,10 +17,16 @@ MALFORMED = [
     ("/invocations", ["x"], "dictionary"),
     ("/v1/chat/completions", {**CHAT, "response_format": "json"}, "response_format"),
     ("/v1/chat/completions", {**CHAT, "response_format": ["json_object"]}, "response_format"),
-    ("/v1/chat/completions", {**CHAT, "response_format": {"type": "json_schema", "schema": "x"}},
-     "response_format"),
-    ("/v1/chat/completions", {**CHAT, "response_format": {"type": "json_schema", "schema": [1]}},
-     "response_format"),
+    (
+        "/v1/chat/completions",
+        {**CHAT, "response_format": {"type": "json_schema", "schema": "x"}},
+        "response_format",
+    ),
+    (
+        "/v1/chat/completions",
+        {**CHAT, "response_format": {"type": "json_schema", "schema": [1]}},
+        "response_format",
+    ),
     ("/v1/chat/completions", {**CHAT, "cache_salt": ["a"]}, "cache_salt"),
     ("/v1/chat/completions", {**CHAT, "extra_key": ["a"]}, "extra_key"),
     ("/v1/completions", {"model": "default", "prompt": "hi", "cache_salt": ["a"]}, "cache_salt"),
@@ -32,17 +38,28 @@ MALFORMED = [
 ]
 
 
-@pytest.mark.parametrize("path, body, field", MALFORMED, ids=[f"{p}-{i}" for i, (p, _, _) in enumerate(MALFORMED)])
+@pytest.mark.parametrize(
+    "path, body, field", MALFORMED, ids=[f"{p}-{i}" for i, (p, _, _) in enumerate(MALFORMED)]
+)
 def test_a_malformed_body_is_a_400_naming_the_field(path, body, field):
-    reply = http_app().send("POST", path, raw=__import__("json").dumps(body).encode(),
-                            headers={"content-type": "application/json"})
+    reply = http_app().send(
+        "POST",
+        path,
+        raw=__import__("json").dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
     assert reply.status == 400, reply
     assert field in reply.body, reply
 
 
 WELL_FORMED = [
-    ("/v1/chat/completions", {**CHAT, "response_format": {"type": "json_schema",
-                                                          "schema": {"type": "object", "title": "T"}}}),
+    (
+        "/v1/chat/completions",
+        {
+            **CHAT,
+            "response_format": {"type": "json_schema", "schema": {"type": "object", "title": "T"}},
+        },
+    ),
     ("/v1/chat/completions", {**CHAT, "cache_salt": "salt", "extra_key": "key"}),
 ]
 
@@ -56,15 +73,21 @@ def test_a_well_formed_request_reaches_the_scheduler(path, body):
 def test_detokenize_decodes_ids_within_32_bits():
     reply = http_app().post("/v1/detokenize", {"tokens": [[40, 41], [2**32 - 1]]})
     assert reply.status == 200, reply
-    assert reply.json()["text"][0] == "EF"  # byte-level tokenizer: id 40 is "E" (4 specials + "!"..)
+    assert (
+        reply.json()["text"][0] == "EF"
+    )  # byte-level tokenizer: id 40 is "E" (4 specials + "!"..)
 
 
 def test_the_responses_api_answers_404_when_it_failed_to_load(monkeypatch):
-    # OpenAIServingResponses failing at start-up (e.g. no harmony vocabulary offline) leaves it unset
+    # OpenAIServingResponses failing at start-up (e.g. no harmony vocabulary offline) leaves it
+    # unset
     app = http_app()
     monkeypatch.delattr(app.app.state, "openai_serving_responses", raising=False)
-    for method, path, body in [("POST", "/v1/responses", {"model": "default", "input": "hi"}),
-                               ("GET", "/v1/responses/resp_1", None), ("POST", "/v1/responses/resp_1/cancel", None)]:
+    for method, path, body in [
+        ("POST", "/v1/responses", {"model": "default", "input": "hi"}),
+        ("GET", "/v1/responses/resp_1", None),
+        ("POST", "/v1/responses/resp_1/cancel", None),
+    ]:
         reply = app.send(method, path, body)
         assert reply.status == 404, (path, reply)
 

@@ -39,40 +39,74 @@ def _send_all(rng, app, count, failures, reached):
         case = route_case(rng, VOCAB, admin_key=ADMIN_KEY, in_process=True)
         front_end().sent = []
         try:
-            reply = app.send(case.method, case.path, raw=case.body, headers=case.headers, gated=True, timeout=20)
+            reply = app.send(
+                case.method, case.path, raw=case.body, headers=case.headers, gated=True, timeout=20
+            )
         except Exception as e:  # a timeout, or an exception the app let out
-            failures.append(f"#{i} {case.method} {case.path} {case.kind}: {type(e).__name__} {e}: {case.body!r:.300}")
+            failures.append(
+                f"#{i} {case.method} {case.path} {case.kind}: {type(e).__name__} {e}: "
+                f"{case.body!r:.300}"
+            )
             continue
         reached.setdefault(case.route, set()).add(reply.status)
-        # in process the health checks find no scheduler answering: 503, as a server whose scheduler is gone
+        # in process the health checks find no scheduler answering: 503, as a server whose scheduler
+        # is gone
         if reply.status >= 500 and not (reply.status == 503 and case.route[1] in HEALTH_CHECKS):
-            failures.append(f"#{i} {case.method} {case.path} {case.kind} answered {reply.status} "
-                            f"{reply.body!r:.200}: {case.body!r:.300}")
-        broken = [problem for tokenized in front_end().sent for problem in within_kernel_limits(tokenized)]
+            failures.append(
+                f"#{i} {case.method} {case.path} {case.kind} answered {reply.status} "
+                f"{reply.body!r:.200}: {case.body!r:.300}"
+            )
+        broken = [
+            problem for tokenized in front_end().sent for problem in within_kernel_limits(tokenized)
+        ]
         if broken:
-            failures.append(f"#{i} {case.method} {case.path} {case.kind} accepted {broken}: {case.body!r:.300}")
+            failures.append(
+                f"#{i} {case.method} {case.path} {case.kind} accepted {broken}: {case.body!r:.300}"
+            )
 
 
-@pytest.mark.parametrize("seed, count", [(FIXED_SEED, 10000), (RANDOM_SEED, 1000)],
-                         ids=[f"fixed-seed-{FIXED_SEED}", f"random-seed-{RANDOM_SEED}"])
+@pytest.mark.parametrize(
+    "seed, count",
+    [(FIXED_SEED, 10000), (RANDOM_SEED, 1000)],
+    ids=[f"fixed-seed-{FIXED_SEED}", f"random-seed-{RANDOM_SEED}"],
+)
 def test_no_generated_request_is_answered_5xx(seed, count):
     http_app()  # built once per process (seconds), outside the timing
     started = time.monotonic()
     failures, reached = fuzz(seed, count)
     print(f"route fuzz seed {seed}: {count} requests in {time.monotonic() - started:.1f} s")
-    assert not failures, f"seed {seed}: {len(failures)} of {count} requests:\n" + "\n".join(failures[:15])
+    assert not failures, f"seed {seed}: {len(failures)} of {count} requests:\n" + "\n".join(
+        failures[:15]
+    )
     if count >= 10000:
-        unreached = [r for r in routes.ROUTES if not r.only_when and r.body != "websocket"
-                     and (r.method, r.path) not in reached]
+        unreached = [
+            r
+            for r in routes.ROUTES
+            if not r.only_when and r.body != "websocket" and (r.method, r.path) not in reached
+        ]
         assert not unreached, f"routes the generator never sent a request to: {unreached}"
 
 
 def test_admin_routes_need_the_key_and_public_ones_do_not():
     app = http_app()
     assert app.send("POST", "/flush_cache", gated=True).status == 401
-    assert app.send("POST", "/pause_generation", {}, gated=True,
-                    headers={"authorization": "Bearer wrong"}).status == 401
-    assert app.send("POST", "/pause_generation", raw=b"[1]", gated=True,
-                    headers={"authorization": f"Bearer {ADMIN_KEY}", "content-type": "application/json"}).status == 400
-    reply = app.send("POST", "/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 2}}, gated=True)
+    assert (
+        app.send(
+            "POST", "/pause_generation", {}, gated=True, headers={"authorization": "Bearer wrong"}
+        ).status
+        == 401
+    )
+    assert (
+        app.send(
+            "POST",
+            "/pause_generation",
+            raw=b"[1]",
+            gated=True,
+            headers={"authorization": f"Bearer {ADMIN_KEY}", "content-type": "application/json"},
+        ).status
+        == 400
+    )
+    reply = app.send(
+        "POST", "/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 2}}, gated=True
+    )
     assert reply.status == 200 and reply.dispatched, reply

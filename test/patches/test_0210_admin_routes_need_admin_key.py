@@ -15,15 +15,36 @@ from stub_server import bearer, http_routes, serve
 import sglang.srt.entrypoints.http_server as http_server
 
 # What an open server let anyone do (each named by its route)
-DANGEROUS = [("POST", "/update_weights_from_disk"), ("POST", "/update_weights_from_tensor"),
-             ("POST", "/init_weights_update_group"), ("POST", "/update_weights_from_distributed"),
-             ("POST", "/load_lora_adapter_from_tensors"), ("POST", "/pause_generation"),
-             ("POST", "/abort_request"), ("POST", "/flush_cache"), ("POST", "/configure_logging"),
-             ("POST", "/set_internal_state"), ("POST", "/start_profile"), ("POST", "/release_memory_occupation"),
-             ("GET", "/set_trace_level"), ("POST", "/scale_elastic_ep"), ("GET", "/is_scaling_elastic_ep")]
-PUBLIC = [("POST", "/generate"), ("POST", "/v1/chat/completions"), ("POST", "/v1/completions"),
-          ("GET", "/v1/models"), ("GET", "/model_info"), ("GET", "/server_info"), ("GET", "/v1/loads"),
-          ("POST", "/v1/messages"), ("POST", "/api/chat"), ("GET", "/health"), ("GET", "/ping")]
+DANGEROUS = [
+    ("POST", "/update_weights_from_disk"),
+    ("POST", "/update_weights_from_tensor"),
+    ("POST", "/init_weights_update_group"),
+    ("POST", "/update_weights_from_distributed"),
+    ("POST", "/load_lora_adapter_from_tensors"),
+    ("POST", "/pause_generation"),
+    ("POST", "/abort_request"),
+    ("POST", "/flush_cache"),
+    ("POST", "/configure_logging"),
+    ("POST", "/set_internal_state"),
+    ("POST", "/start_profile"),
+    ("POST", "/release_memory_occupation"),
+    ("GET", "/set_trace_level"),
+    ("POST", "/scale_elastic_ep"),
+    ("GET", "/is_scaling_elastic_ep"),
+]
+PUBLIC = [
+    ("POST", "/generate"),
+    ("POST", "/v1/chat/completions"),
+    ("POST", "/v1/completions"),
+    ("GET", "/v1/models"),
+    ("GET", "/model_info"),
+    ("GET", "/server_info"),
+    ("GET", "/v1/loads"),
+    ("POST", "/v1/messages"),
+    ("POST", "/api/chat"),
+    ("GET", "/health"),
+    ("GET", "/ping"),
+]
 
 
 @pytest.fixture(autouse=True)
@@ -45,19 +66,28 @@ def test_the_dangerous_routes_are_admin_routes():
 @pytest.mark.parametrize("keys", [{}, {"api_key": "user"}], ids=["no keys", "api key"])
 def test_without_an_admin_key_every_admin_route_is_closed(monkeypatch, keys):
     client, manager = serve(monkeypatch, **keys)
-    answers = {(method, path): client.request(method, path, headers=bearer("user")).status_code
-               for method, path in admin_routes()}
+    answers = {
+        (method, path): client.request(method, path, headers=bearer("user")).status_code
+        for method, path in admin_routes()
+    }
     assert {route: status for route, status in answers.items() if status != 403} == {}
     assert manager.reached == []
     assert "--admin-api-key" in client.post("/flush_cache").json()["error"]
 
 
-@pytest.mark.parametrize("keys", [{"admin_api_key": "admin"}, {"api_key": "user", "admin_api_key": "admin"}])
+@pytest.mark.parametrize(
+    "keys", [{"admin_api_key": "admin"}, {"api_key": "user", "admin_api_key": "admin"}]
+)
 def test_with_an_admin_key_admin_routes_need_it(monkeypatch, keys):
     client, manager = serve(monkeypatch, **keys)
     assert client.post("/flush_cache").status_code == 401
     assert client.post("/flush_cache", headers=bearer("user")).status_code == 401
-    assert client.post("/update_weights_from_disk", headers=bearer("user"), json={"model_path": "/x"}).status_code == 401
+    assert (
+        client.post(
+            "/update_weights_from_disk", headers=bearer("user"), json={"model_path": "/x"}
+        ).status_code
+        == 401
+    )
     assert manager.reached == []
     answer = client.post("/flush_cache", headers=bearer("admin"))
     assert answer.status_code == 200 and manager.reached == ["flush_cache"]

@@ -5,7 +5,6 @@
 - listed origins get CORS with credentials, other origins none;
 - '*' allows every origin, without credentials."""
 
-import pytest
 from stub_server import serve
 
 PAGE = "https://page.example"
@@ -13,8 +12,14 @@ APP = "https://app.example"
 
 
 def preflight(client, origin):
-    return client.options("/v1/chat/completions", headers={
-        "Origin": origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"})
+    return client.options(
+        "/v1/chat/completions",
+        headers={
+            "Origin": origin,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type",
+        },
+    )
 
 
 def cors_headers(response) -> dict:
@@ -35,7 +40,10 @@ def test_listed_origins_only(monkeypatch):
     assert answer.headers["access-control-allow-origin"] == APP
     assert answer.headers["access-control-allow-credentials"] == "true"
     assert preflight(client, APP).status_code == 200
-    assert "access-control-allow-origin" not in client.get("/v1/models", headers={"Origin": PAGE}).headers
+    assert (
+        "access-control-allow-origin"
+        not in client.get("/v1/models", headers={"Origin": PAGE}).headers
+    )
     assert preflight(client, PAGE).headers.get("access-control-allow-origin") is None
 
 
@@ -53,5 +61,7 @@ def test_the_flag_parses():
 
     parser = argparse.ArgumentParser()
     ServerArgs.add_cli_args(parser)
-    assert parser.parse_args(["--model-path", "m", "--cors-allow-origins", APP, PAGE]).cors_allow_origins == [APP, PAGE]
+    assert parser.parse_args(
+        ["--model-path", "m", "--cors-allow-origins", APP, PAGE]
+    ).cors_allow_origins == [APP, PAGE]
     assert parser.parse_args(["--model-path", "m"]).cors_allow_origins is None

@@ -23,7 +23,9 @@ def opened(monkeypatch):
             await ws.send_text("ready")
             await ws.close()
 
-    monkeypatch.setattr(http_server.app.state, "openai_serving_transcription", Transcription(), raising=False)
+    monkeypatch.setattr(
+        http_server.app.state, "openai_serving_transcription", Transcription(), raising=False
+    )
     return opened
 
 

@@ -29,8 +29,10 @@ def prompt(answer) -> str:
 
 
 def test_a_client_template_is_refused():
-    answer = front_end().post("/v1/chat/completions",
-                              {"messages": MESSAGES, "chat_template_kwargs": {"chat_template": CLIENT_TEMPLATE}})
+    answer = front_end().post(
+        "/v1/chat/completions",
+        {"messages": MESSAGES, "chat_template_kwargs": {"chat_template": CLIENT_TEMPLATE}},
+    )
     assert answer.status == 400 and "chat_template" in answer.message and answer.sent == []
 
 
@@ -39,23 +41,31 @@ def test_tokenize_refuses_it_too():
     from sglang.srt.entrypoints.openai.serving_tokenize import OpenAIServingTokenize
 
     fe = front_end()
-    serving = OpenAIServingTokenize(fe.manager, fe.openai["/v1/chat/completions"][1].template_manager)
-    request = TokenizeRequest(messages=MESSAGES, chat_template_kwargs={"chat_template": CLIENT_TEMPLATE})
+    serving = OpenAIServingTokenize(
+        fe.manager, fe.openai["/v1/chat/completions"][1].template_manager
+    )
+    request = TokenizeRequest(
+        messages=MESSAGES, chat_template_kwargs={"chat_template": CLIENT_TEMPLATE}
+    )
     response = fe.loop.run_until_complete(serving.handle_request(request, None))
     assert response.status_code == 400
 
 
 def test_template_variables_pass():
-    answer = front_end().post("/v1/chat/completions",
-                              {"messages": MESSAGES, "chat_template_kwargs": {"enable_thinking": False}})
+    answer = front_end().post(
+        "/v1/chat/completions",
+        {"messages": MESSAGES, "chat_template_kwargs": {"enable_thinking": False}},
+    )
     assert answer.status == 200 and len(answer.sent) == 1
     assert "OVERRIDE" not in prompt(answer) and "user: hi" in prompt(answer)
 
 
 def test_the_flag_allows_a_client_template(client_templates):
     client_templates(True)
-    answer = front_end().post("/v1/chat/completions",
-                              {"messages": MESSAGES, "chat_template_kwargs": {"chat_template": CLIENT_TEMPLATE}})
+    answer = front_end().post(
+        "/v1/chat/completions",
+        {"messages": MESSAGES, "chat_template_kwargs": {"chat_template": CLIENT_TEMPLATE}},
+    )
     assert answer.status == 200 and prompt(answer).startswith("OVERRIDE hi")
 
 
@@ -67,4 +77,6 @@ def test_the_flag_parses():
     parser = argparse.ArgumentParser()
     ServerArgs.add_cli_args(parser)
     assert parser.parse_args(["--model-path", "m"]).enable_client_chat_template is False
-    assert parser.parse_args(["--model-path", "m", "--enable-client-chat-template"]).enable_client_chat_template
+    assert parser.parse_args(
+        ["--model-path", "m", "--enable-client-chat-template"]
+    ).enable_client_chat_template

@@ -33,10 +33,18 @@ def batch_info(temperatures, top_k=None, top_p=None) -> SamplingBatchInfo:
     top_ks = torch.tensor(top_k or [VOCAB] * n, dtype=torch.int32)
     top_ps = torch.tensor(top_p or [1.0] * n)
     return SamplingBatchInfo(
-        temperatures=torch.tensor(temperatures).view(-1, 1), top_ps=top_ps, top_ks=top_ks,
-        min_ps=torch.zeros(n), is_all_greedy=False, is_any_greedy=False,
-        need_top_p_sampling=top_p is not None, need_top_k_sampling=top_k is not None,
-        need_min_p_sampling=False, vocab_size=VOCAB, device="cpu")
+        temperatures=torch.tensor(temperatures).view(-1, 1),
+        top_ps=top_ps,
+        top_ks=top_ks,
+        min_ps=torch.zeros(n),
+        is_all_greedy=False,
+        is_any_greedy=False,
+        need_top_p_sampling=top_p is not None,
+        need_top_k_sampling=top_k is not None,
+        need_min_p_sampling=False,
+        vocab_size=VOCAB,
+        device="cpu",
+    )
 
 
 def mixed_logits() -> torch.Tensor:
@@ -63,7 +71,9 @@ def sample(logits, info):
 
 @pytest.mark.parametrize("filtered", [False, True], ids=["multinomial", "top-k-top-p"])
 def test_bad_rows_are_flagged_and_good_rows_sample(filtered):
-    info = batch_info([0.5] * 4, top_k=[5] * 4 if filtered else None, top_p=[0.9] * 4 if filtered else None)
+    info = batch_info(
+        [0.5] * 4, top_k=[5] * 4 if filtered else None, top_p=[0.9] * 4 if filtered else None
+    )
     out, ids = sample(mixed_logits(), info)
     assert out.next_token_unsampleable.tolist() == [False, True, True, True]
     assert ids[0].item() == 7
@@ -117,11 +127,21 @@ def test_speculative_verify_neutralizes_and_flags_per_request(monkeypatch):
     info = batch_info([1.0] * bs)
     info.is_all_greedy = True
     info.acc_additive_penalties = info.acc_scaling_penalties = None
-    batch = SimpleNamespace(device="cpu", forward_mode=SimpleNamespace(is_idle=lambda: False),
-                            seq_lens=torch.ones(bs, dtype=torch.int64), sampling_info=info)
-    verify_input = SimpleNamespace(draft_token_num=drafts, draft_token=torch.zeros(bs * drafts, dtype=torch.int64),
-                                   max_tree_depth=drafts, retrieve_index=None, retrieve_next_token=None,
-                                   retrieve_next_sibling=None, tree_topk=1)
+    batch = SimpleNamespace(
+        device="cpu",
+        forward_mode=SimpleNamespace(is_idle=lambda: False),
+        seq_lens=torch.ones(bs, dtype=torch.int64),
+        sampling_info=info,
+    )
+    verify_input = SimpleNamespace(
+        draft_token_num=drafts,
+        draft_token=torch.zeros(bs * drafts, dtype=torch.int64),
+        max_tree_depth=drafts,
+        retrieve_index=None,
+        retrieve_next_token=None,
+        retrieve_next_sibling=None,
+        tree_topk=1,
+    )
     out = LogitsProcessorOutput(next_token_logits=logits)
     eagle_utils.eagle_sample(verify_input, batch, out, None)
     assert out.next_token_unsampleable.tolist() == [False, True, True]

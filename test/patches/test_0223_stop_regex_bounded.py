@@ -10,7 +10,6 @@ an alarm, since re.search without the patch would not return."""
 import signal
 import time
 from contextlib import contextmanager
-from types import SimpleNamespace
 
 import pytest
 

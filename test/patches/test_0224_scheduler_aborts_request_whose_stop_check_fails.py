@@ -13,18 +13,30 @@ from sglang.srt.layers.logits_processor import LogitsProcessorOutput
 from sglang.srt.managers.schedule_batch import FINISH_ABORT, FINISH_LENGTH
 
 
-@pytest.mark.parametrize("failure", [UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
-                                     RecursionError("maximum recursion depth exceeded"),
-                                     TypeError("decode() argument 'ids' must be a list")])
+@pytest.mark.parametrize(
+    "failure",
+    [
+        UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+        RecursionError("maximum recursion depth exceeded"),
+        TypeError("decode() argument 'ids' must be a list"),
+    ],
+)
 def test_a_failing_stop_check_aborts_that_request_alone(decoding_req, decode_step, failure):
     length = FINISH_LENGTH(length=1)
-    reqs = [decoding_req("before", finish=length), decoding_req("broken", failure),
-            decoding_req("after", finish=length)]
-    processor = decode_step(reqs, LogitsProcessorOutput(next_token_logits=None), torch.tensor([7, 8, 9]))
+    reqs = [
+        decoding_req("before", finish=length),
+        decoding_req("broken", failure),
+        decoding_req("after", finish=length),
+    ]
+    processor = decode_step(
+        reqs, LogitsProcessorOutput(next_token_logits=None), torch.tensor([7, 8, 9])
+    )
 
     assert isinstance(reqs[0].finished_reason, FINISH_LENGTH)
     assert isinstance(reqs[2].finished_reason, FINISH_LENGTH)
     broken = reqs[1].finished_reason
-    assert isinstance(broken, FINISH_ABORT) and broken.status_code == HTTPStatus.INTERNAL_SERVER_ERROR
+    assert (
+        isinstance(broken, FINISH_ABORT) and broken.status_code == HTTPStatus.INTERNAL_SERVER_ERROR
+    )
     assert type(failure).__name__ in broken.message and "stop conditions" in broken.message
     assert processor.output_streamer.streamed == [["before", "broken", "after"]]

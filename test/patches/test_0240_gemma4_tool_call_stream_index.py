@@ -15,15 +15,30 @@ import re
 import pytest
 
 Q = '<|"|>'  # Gemma-4's string delimiter
-WEATHER = f"<|tool_call>call:get_weather{{location:{Q}Paris, France{Q},unit:{Q}celsius{Q}}}<tool_call|>"
-TWO_OF_ONE = (f"Let me check both.<|tool_call>call:get_weather{{location:{Q}Paris{Q}}}<tool_call|>"
-              f"<|tool_call>call:get_weather{{location:{Q}London{Q}}}<tool_call|>")
-NESTED = (f"<|tool_call>call:search{{query:{Q}a {{b}} [c], d:e{Q},filters:{{year:2024,tags:[{Q}x{Q},{Q}y{Q}]}},"
-          f"limit:5,exact:true,ratio:0.5}}<tool_call|>")
-MIXED = (f"<|tool_call>call:search{{query:{Q}weather{Q}}}<tool_call|><|tool_call>call:get_weather{{location:{Q}Oslo{Q}}}"
-         f"<tool_call|><|tool_call>call:search{{query:{Q}news{Q}}}<tool_call|>")
-UNKNOWN = f"<|tool_call>call:not_offered{{x:1}}<tool_call|>"
-TOOL_TEXTS = {"one": WEATHER, "two-of-one-function": TWO_OF_ONE, "nested": NESTED, "mixed": MIXED, "unknown": UNKNOWN}
+WEATHER = (
+    f"<|tool_call>call:get_weather{{location:{Q}Paris, France{Q},unit:{Q}celsius{Q}}}<tool_call|>"
+)
+TWO_OF_ONE = (
+    f"Let me check both.<|tool_call>call:get_weather{{location:{Q}Paris{Q}}}<tool_call|>"
+    f"<|tool_call>call:get_weather{{location:{Q}London{Q}}}<tool_call|>"
+)
+NESTED = (
+    f"<|tool_call>call:search{{query:{Q}a {{b}} [c], d:e{Q},"
+    f"filters:{{year:2024,tags:[{Q}x{Q},{Q}y{Q}]}},"
+    f"limit:5,exact:true,ratio:0.5}}<tool_call|>"
+)
+MIXED = (
+    f"<|tool_call>call:search{{query:{Q}weather{Q}}}<tool_call|><|tool_call>call:get_weather{{location:{Q}Oslo{Q}}}"
+    f"<tool_call|><|tool_call>call:search{{query:{Q}news{Q}}}<tool_call|>"
+)
+UNKNOWN = "<|tool_call>call:not_offered{x:1}<tool_call|>"
+TOOL_TEXTS = {
+    "one": WEATHER,
+    "two-of-one-function": TWO_OF_ONE,
+    "nested": NESTED,
+    "mixed": MIXED,
+    "unknown": UNKNOWN,
+}
 THOUGHT = "<|channel>thought\nThe user wants Paris; call the tool, then {answer}.<channel|>"
 # Gemma-4's special tokens are single tokens: a detokenized stream never splits one
 SPECIAL = re.compile(r"<\|tool_call>|<tool_call\|>|<\|\"\|>|<\|channel>|<channel\|>")
@@ -33,7 +48,10 @@ def tools():
     from sglang.srt.entrypoints.openai.protocol import Function, Tool
 
     schema = {"type": "object", "properties": {}}
-    return [Tool(type="function", function=Function(name=name, parameters=schema)) for name in ("search", "get_weather")]
+    return [
+        Tool(type="function", function=Function(name=name, parameters=schema))
+        for name in ("search", "get_weather")
+    ]
 
 
 def every_two_way_split(text: str):
@@ -45,7 +63,9 @@ def tokens(text: str) -> list[str]:
     pieces, at = [], 0
     for m in [*SPECIAL.finditer(text), None]:
         end = m.start() if m else len(text)
-        pieces += [text[i:min(i + 3, end)] for i in range(at, end, 3)] + ([m.group()] if m else [])
+        pieces += [text[i : min(i + 3, end)] for i in range(at, end, 3)] + (
+            [m.group()] if m else []
+        )
         at = m.end() if m else end
     return pieces
 
@@ -61,8 +81,8 @@ def multi_token_chunks(text: str, seed: int, most: int = 4) -> list[str]:
 
 
 def streamed(chunks: list[str]) -> tuple[str, list[tuple[str, dict]]]:
-    """What an OpenAI client assembles from the chat route's tool-call deltas: content, and each call
-    (by its index) with its name and its concatenated arguments."""
+    """What an OpenAI client assembles from the chat route's tool-call deltas: content, and each
+    call (by its index) with its name and its concatenated arguments."""
     from sglang.srt.function_call.function_call_parser import FunctionCallParser
 
     parser, content, calls = FunctionCallParser(tools(), "gemma4"), "", {}
@@ -88,7 +108,11 @@ def test_every_split_streams_the_calls_of_the_one_shot_parse(name):
     text = TOOL_TEXTS[name]
     expected = one_shot(text)
     assert expected[1], "the one-shot parse finds the calls"
-    for chunks in [[text], *every_two_way_split(text), *(multi_token_chunks(text, seed) for seed in range(200))]:
+    for chunks in [
+        [text],
+        *every_two_way_split(text),
+        *(multi_token_chunks(text, seed) for seed in range(200)),
+    ]:
         assert streamed(chunks) == expected, chunks
 
 
@@ -97,12 +121,19 @@ def test_two_calls_of_one_function_stream_under_their_own_indices():
 
     parser = FunctionCallParser(tools(), "gemma4")
     _, items = parser.parse_stream_chunk(TWO_OF_ONE)  # one step that accepted the whole answer
-    assert [(item.tool_index, item.name) for item in items if item.name] == [(0, "get_weather"), (1, "get_weather")]
-    assert one_shot(TWO_OF_ONE)[1] == [("get_weather", {"location": "Paris"}), ("get_weather", {"location": "London"})]
+    assert [(item.tool_index, item.name) for item in items if item.name] == [
+        (0, "get_weather"),
+        (1, "get_weather"),
+    ]
+    assert one_shot(TWO_OF_ONE)[1] == [
+        ("get_weather", {"location": "Paris"}),
+        ("get_weather", {"location": "London"}),
+    ]
 
 
 def reasoning_then_tools(chunks: list[str]) -> tuple[str, str, list]:
-    """The chat route's order: the reasoning parser first, the tool-call parser on what it passes on."""
+    """The chat route's order: the reasoning parser first, the tool-call parser on what it passes
+    on."""
     from sglang.srt.parser.reasoning_parser import ReasoningParser
 
     reasoner, reasoning, passed = ReasoningParser("gemma4"), "", []
@@ -117,7 +148,9 @@ def reasoning_then_tools(chunks: list[str]) -> tuple[str, str, list]:
     return reasoning, content, calls
 
 
-@pytest.mark.parametrize("after", ["It is sunny in Paris.", WEATHER, TWO_OF_ONE], ids=["answer", "call", "two-calls"])
+@pytest.mark.parametrize(
+    "after", ["It is sunny in Paris.", WEATHER, TWO_OF_ONE], ids=["answer", "call", "two-calls"]
+)
 def test_reasoning_then_content_or_calls_in_every_multi_token_split(after):
     text = THOUGHT.format(answer="answer") + after
     from sglang.srt.parser.reasoning_parser import ReasoningParser

@@ -31,7 +31,9 @@ def two_patches(checkout) -> dict[str, str]:
     a, b = "python/sglang/srt/server_args.py", "python/sglang/version.py"
     old_a, old_b = checkout.upstream_file(a), checkout.upstream_file(b)
     patches = {
-        "0010-first.patch": make_patch("first", a, old_a, replace_line(old_a, 20, "# first patch was here")),
+        "0010-first.patch": make_patch(
+            "first", a, old_a, replace_line(old_a, 20, "# first patch was here")
+        ),
         "0020-second.patch": make_patch("second", b, old_b, old_b + "# second patch was here\n"),
     }
     checkout.write_series(patches)

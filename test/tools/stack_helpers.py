@@ -22,9 +22,18 @@ def blob_id(text: str) -> str:
 def make_patch(name: str, path: str, old: str, new: str, subject: str = "") -> str:
     """Patch text for changing repo file `path` from `old` to `new`, with a minimal header and the
     blob ids `git apply --3way` needs, as the series' own patches carry."""
-    body = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}"))
-    header = f"From: T <t@example.com>\nSubject: {subject or name}\nAuthor: T <t@example.com>\n\nWhy: test.\n\n---\n"
-    return header + f"diff --git a/{path} b/{path}\nindex {blob_id(old)}..{blob_id(new)} 100644\n" + body
+    body = "".join(
+        difflib.unified_diff(old.splitlines(True), new.splitlines(True), f"a/{path}", f"b/{path}")
+    )
+    header = (
+        f"From: T <t@example.com>\nSubject: {subject or name}\nAuthor: T <t@example.com>\n"
+        "\nWhy: test.\n\n---\n"
+    )
+    return (
+        header
+        + f"diff --git a/{path} b/{path}\nindex {blob_id(old)}..{blob_id(new)} 100644\n"
+        + body
+    )
 
 
 def replace_line(text: str, lineno: int, new_line: str) -> str:
@@ -51,7 +60,7 @@ class Checkout:
 
         wheel = self.layout.cache_dir / self.pin.wheel().file
         with zipfile.ZipFile(wheel) as zf:
-            return zf.read(path[len("python/"):]).decode()
+            return zf.read(path[len("python/") :]).decode()
 
     def write_series(self, patches: dict[str, str]) -> None:
         self.layout.patches_dir.mkdir(exist_ok=True)
@@ -63,9 +72,17 @@ class Checkout:
 
     def tool(self, *args: str) -> subprocess.CompletedProcess:
         """Run the CLI as a user would, in this checkout."""
-        return subprocess.run([sys.executable, "-m", "sglang_gemma4", *args], cwd=self.root,
-                              capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "sglang_gemma4", *args],
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+        )
 
     def git(self, *args: str) -> str:
-        return subprocess.run(["git", "-C", str(self.layout.work_dir), *args], capture_output=True,
-                              text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(self.layout.work_dir), *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()

@@ -11,13 +11,19 @@ def subjects(checkout) -> list[str]:
 def test_apply_makes_base_plus_one_commit_per_patch(checkout, two_patches):
     proc = checkout.tool("apply")
     assert proc.returncode == 0, proc.stderr
-    assert subjects(checkout) == [f"sglang {checkout.pin.version} (pristine upstream)", "first", "second"]
+    assert subjects(checkout) == [
+        f"sglang {checkout.pin.version} (pristine upstream)",
+        "first",
+        "second",
+    ]
     assert checkout.git("log", "-1", "--format=%an <%ae>") == "T <t@example.com>"
     assert "Patch-File: 0020-second.patch" in checkout.git("log", "-1", "--format=%b")
     server_args = (checkout.layout.work_dir / "python/sglang/srt/server_args.py").read_text()
     assert server_args.splitlines()[19] == "# first patch was here"
     assert checkout.git("status", "--porcelain") == ""
-    assert checkout.git("rev-parse", f"upstream/{checkout.pin.version}") == checkout.git("rev-list", "--max-parents=0", "HEAD")
+    assert checkout.git("rev-parse", f"upstream/{checkout.pin.version}") == checkout.git(
+        "rev-list", "--max-parents=0", "HEAD"
+    )
 
 
 def test_apply_is_idempotent(checkout, two_patches):
@@ -46,7 +52,9 @@ def test_mismatched_hunk_names_patch_file_and_hunk(checkout, two_patches):
     old = checkout.upstream_file(path)
     lines = old.splitlines()
     # hunk #2 changes the first line from 400 on whose leading context line (3 above) is unique text
-    second = next(n for n in range(400, len(lines)) if lines[n - 4].strip() and old.count(lines[n - 4]) == 1)
+    second = next(
+        n for n in range(400, len(lines)) if lines[n - 4].strip() and old.count(lines[n - 4]) == 1
+    )
     new = replace_line(replace_line(old, 100, "# first hunk"), second, "# second hunk")
     text = make_patch("third", path, old, new)
     context = lines[second - 4]  # corrupt that context line
@@ -94,7 +102,14 @@ def test_status_reports_each_patch(checkout, two_patches):
     proc = checkout.tool("status")
     assert proc.returncode == 0, proc.stderr
     rows = [line.split() for line in proc.stdout.splitlines() if line.strip()[:1].isdigit()]
-    assert [(r[1], r[2], r[3]) for r in rows] == [("0010-first.patch", "yes", "no"), ("0020-second.patch", "yes", "no")]
+    assert [(r[1], r[2], r[3]) for r in rows] == [
+        ("0010-first.patch", "yes", "no"),
+        ("0020-second.patch", "yes", "no"),
+    ]
     assert checkout.tool("apply").returncode == 0
-    rows = [line.split() for line in checkout.tool("status").stdout.splitlines() if line.strip()[:1].isdigit()]
+    rows = [
+        line.split()
+        for line in checkout.tool("status").stdout.splitlines()
+        if line.strip()[:1].isdigit()
+    ]
     assert [r[3] for r in rows] == ["yes", "yes"]

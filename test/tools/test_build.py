@@ -16,7 +16,9 @@ def test_build_refuses_an_unapplied_or_dirty_tree(checkout, two_patches):
     assert proc.returncode == 1 and "uncommitted changes" in proc.stderr
 
 
-def test_built_wheel_holds_the_patches_and_reports_the_local_version(checkout, two_patches, tmp_path):
+def test_built_wheel_holds_the_patches_and_reports_the_local_version(
+    checkout, two_patches, tmp_path
+):
     assert checkout.tool("apply").returncode == 0
     proc = checkout.tool("build")
     assert proc.returncode == 0, proc.stderr
@@ -28,27 +30,60 @@ def test_built_wheel_holds_the_patches_and_reports_the_local_version(checkout, t
 
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
-        assert zf.read("sglang/srt/server_args.py").decode().splitlines()[19] == "# first patch was here"
+        assert (
+            zf.read("sglang/srt/server_args.py").decode().splitlines()[19]
+            == "# first patch was here"
+        )
         assert f"sglang-{version}.dist-info/RECORD" in names
         assert any(n.endswith(".so") for n in names), "compiled modules come from the pinned wheel"
         assert f"Version: {version}" in zf.read(f"sglang-{version}.dist-info/METADATA").decode()
 
     # a fresh venv; sglang's dependencies come from this test environment, whose site directories a
-    # .pth adds as site directories, so that their own .pth files (the test env's torchvision set-up) apply
+    # .pth adds as site directories, so that their own .pth files (the test env's torchvision
+    # set-up) apply
     fresh = tmp_path / "fresh"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(fresh)], check=True)
     fresh_python = fresh / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(fresh_python), "install", "-q", "--no-deps",
-                    str(wheel)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(fresh_python),
+            "install",
+            "-q",
+            "--no-deps",
+            str(wheel),
+        ],
+        check=True,
+    )
     (site,) = fresh.glob("lib/python*/site-packages")
-    (site / "test-env-deps.pth").write_text("".join(f"import site; site.addsitedir({p!r})\n"
-                                                    for p in sys.path if p.endswith("site-packages")))
-    probe = "import importlib.metadata, sglang; print(sglang.__version__, importlib.metadata.version('sglang'))"
-    proc = subprocess.run([str(fresh_python), "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    (site / "test-env-deps.pth").write_text(
+        "".join(
+            f"import site; site.addsitedir({p!r})\n"
+            for p in sys.path
+            if p.endswith("site-packages")
+        )
+    )
+    probe = (
+        "import importlib.metadata, sglang; "
+        "print(sglang.__version__, importlib.metadata.version('sglang'))"
+    )
+    proc = subprocess.run(
+        [str(fresh_python), "-c", probe], cwd=tmp_path, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split()[-2:] == [version, version]
-    assert "fresh" in subprocess.run([str(fresh_python), "-c", "import sglang; print(sglang.__file__)"],
-                                     cwd=tmp_path, capture_output=True, text=True).stdout
+    assert (
+        "fresh"
+        in subprocess.run(
+            [str(fresh_python), "-c", "import sglang; print(sglang.__file__)"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
 
 
 def test_version_changes_with_any_patch_byte(checkout, two_patches):

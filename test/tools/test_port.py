@@ -28,15 +28,33 @@ def _main(root: Path, patches: dict[str, str]) -> Path:
     return main
 
 
-def _port(root: Path, ported: dict[str, str], dropped: dict[str, str], behind: dict[str, str] | None = None,
-          patches: dict[str, str] | None = None, wheel: tuple[str, str] = ("x.whl", "0" * 64)) -> port.Port:
+def _port(
+    root: Path,
+    ported: dict[str, str],
+    dropped: dict[str, str],
+    behind: dict[str, str] | None = None,
+    patches: dict[str, str] | None = None,
+    wheel: tuple[str, str] = ("x.whl", "0" * 64),
+) -> port.Port:
     directory = root / "ports" / "9.9.9"
     (directory / "patches").mkdir(parents=True)
     for name, text in (patches or {}).items():
         (directory / "patches" / name).write_text(text)
-    (directory / "patches" / "series").write_text("# a comment\n" + "".join(f"{n}\n" for n in (patches or {})))
-    lines = ['[upstream]', 'name = "sglang"', 'version = "9.9.9"', '', '[[upstream.wheel]]', 'python = "3.11"',
-             f'file = "{wheel[0]}"', f'sha256 = "{wheel[1]}"', '', '[ported]']
+    (directory / "patches" / "series").write_text(
+        "# a comment\n" + "".join(f"{n}\n" for n in (patches or {}))
+    )
+    lines = [
+        "[upstream]",
+        'name = "sglang"',
+        'version = "9.9.9"',
+        "",
+        "[[upstream.wheel]]",
+        'python = "3.11"',
+        f'file = "{wheel[0]}"',
+        f'sha256 = "{wheel[1]}"',
+        "",
+        "[ported]",
+    ]
     lines += [f'"{k}" = "{v}"' for k, v in ported.items()]
     lines += ["", "[dropped]"] + [f'"{k}" = "{v}"' for k, v in dropped.items()]
     lines += ["", "[behind]"] + [f'"{k}" = "{v}"' for k, v in (behind or {}).items()]
@@ -47,8 +65,12 @@ def _port(root: Path, ported: dict[str, str], dropped: dict[str, str], behind: d
 def test_a_port_in_step_with_the_series_has_no_problems(tmp_path):
     a, b = _patch("a"), _patch("b", 2)
     main = _main(tmp_path, {"0010-a.patch": a, "0020-b.patch": b})
-    p = _port(tmp_path, {"0010-a.patch": _sha(a)}, {"0020-b.patch": "not yet ported: conflicts in x.py"},
-              patches={"0010-a.patch": a})
+    p = _port(
+        tmp_path,
+        {"0010-a.patch": _sha(a)},
+        {"0020-b.patch": "not yet ported: conflicts in x.py"},
+        patches={"0010-a.patch": a},
+    )
     assert port.provenance_problems(p, main) == []
 
 
@@ -67,8 +89,13 @@ def test_a_change_on_main_after_the_port_is_detected_unless_behind_says_why(tmp_
     p = _port(tmp_path, {"0010-a.patch": _sha(old)}, {}, patches={"0010-a.patch": old})
     (problem,) = port.provenance_problems(p, main)
     assert "patches/0010-a.patch changed on main since it was ported" in problem
-    excused = _port(tmp_path / "2", {"0010-a.patch": _sha(old)}, {}, {"0010-a.patch": "the fix is for 0.5.17 only"},
-                    patches={"0010-a.patch": old})
+    excused = _port(
+        tmp_path / "2",
+        {"0010-a.patch": _sha(old)},
+        {},
+        {"0010-a.patch": "the fix is for 0.5.17 only"},
+        patches={"0010-a.patch": old},
+    )
     assert port.provenance_problems(excused, main) == []
 
 
@@ -78,7 +105,9 @@ def test_dropped_entries_need_a_known_kind_and_a_main_patch(tmp_path):
     p = _port(tmp_path, {}, {"0010-a.patch": "gone", "0099-old.patch": "superseded: by 0010"})
     problems = port.provenance_problems(p, main)
     assert any("[dropped] 0010-a.patch: the reason must read" in x for x in problems)
-    assert any("[dropped] names 0099-old.patch, which patches/series does not list" in x for x in problems)
+    assert any(
+        "[dropped] names 0099-old.patch, which patches/series does not list" in x for x in problems
+    )
     assert port.drop_kind("upstream already: sglang 9.9.9 does it") == port.UPSTREAM
     assert port.drop_kind("not yet ported:") == ""
 
@@ -94,22 +123,41 @@ def test_a_patch_both_ported_and_dropped_or_unrecorded_is_a_problem(tmp_path):
 
 def test_the_port_and_the_drift_report_must_agree(tmp_path):
     drift = tmp_path / "sglang-9.9.9.json"
-    drift.write_text(json.dumps({"patches": [
-        {"name": "0010-a.patch", "verdict": "applies at offsets"},
-        {"name": "0020-b.patch", "verdict": "already upstream (tests)"},
-        {"name": "0030-c.patch", "verdict": "conflicts with upstream"},
-        {"name": "0040-d.patch", "verdict": "conflicts with upstream"},
-        {"name": "0050-e.patch", "verdict": "applies"},
-    ]}))
-    p = _port(tmp_path, {"0020-b.patch": "0" * 64},
-              {"0010-a.patch": "not yet ported: its hunks conflict", "0030-c.patch": "upstream already: it is",
-               "0040-d.patch": "not yet ported: conflicts",
-               "0050-e.patch": "not yet ported: its tests need adapting"}, patches={"0020-b.patch": _patch("b")})
+    drift.write_text(
+        json.dumps(
+            {
+                "patches": [
+                    {"name": "0010-a.patch", "verdict": "applies at offsets"},
+                    {"name": "0020-b.patch", "verdict": "already upstream (tests)"},
+                    {"name": "0030-c.patch", "verdict": "conflicts with upstream"},
+                    {"name": "0040-d.patch", "verdict": "conflicts with upstream"},
+                    {"name": "0050-e.patch", "verdict": "applies"},
+                ]
+            }
+        )
+    )
+    p = _port(
+        tmp_path,
+        {"0020-b.patch": "0" * 64},
+        {
+            "0010-a.patch": "not yet ported: its hunks conflict",
+            "0030-c.patch": "upstream already: it is",
+            "0040-d.patch": "not yet ported: conflicts",
+            "0050-e.patch": "not yet ported: its tests need adapting",
+        },
+        patches={"0020-b.patch": _patch("b")},
+    )
     problems = port.drift_problems(p, drift)
     assert len(problems) == 3
-    assert "0010-a.patch 'applies at offsets', the port says it is not ported for a conflict" in problems[0]
+    assert (
+        "0010-a.patch 'applies at offsets', the port says it is not ported for a conflict"
+        in problems[0]
+    )
     assert "0020-b.patch 'already upstream (tests)', the port keeps it" in problems[1]
-    assert "0030-c.patch 'conflicts with upstream', the port drops it as 'upstream already'" in problems[2]
+    assert (
+        "0030-c.patch 'conflicts with upstream', the port drops it as 'upstream already'"
+        in problems[2]
+    )
     assert port.drift_problems(p, tmp_path / "missing.json") == []
 
 
@@ -117,15 +165,22 @@ def test_the_tree_takes_patches_exactly_and_refuses_offsets(tmp_path, checkout):
     path = "python/sglang/version.py"
     old = checkout.upstream_file(path)
     good = make_patch("good", path, old, old + "# ported\n")
-    shifted = make_patch("shifted", path, "# an extra line\n" + old, replace_line("# an extra line\n" + old, 2, "#"))
+    shifted = make_patch(
+        "shifted", path, "# an extra line\n" + old, replace_line("# an extra line\n" + old, 2, "#")
+    )
     wheel = checkout.pin.wheel()
     wheel_path = checkout.layout.cache_dir / wheel.file
     p = _port(tmp_path, {}, {}, patches={"0010-good.patch": good}, wheel=(wheel.file, wheel.sha256))
     patches, results = port.build_tree(p, wheel_path, tmp_path / "tree")
     assert [r.applies for r in results] == ["exactly"]
     assert (tmp_path / "tree" / path).read_text().endswith("# ported\n")
-    q = _port(tmp_path / "q", {}, {}, patches={"0010-shifted.patch": shifted, "0020-good.patch": good},
-              wheel=(wheel.file, wheel.sha256))
+    q = _port(
+        tmp_path / "q",
+        {},
+        {},
+        patches={"0010-shifted.patch": shifted, "0020-good.patch": good},
+        wheel=(wheel.file, wheel.sha256),
+    )
     _, results = port.build_tree(q, wheel_path, tmp_path / "tree2")
     assert results[0].applies.startswith("does not apply exactly")
     assert results[1].applies == "not tried: 0010-shifted.patch does not apply"
@@ -134,14 +189,27 @@ def test_the_tree_takes_patches_exactly_and_refuses_offsets(tmp_path, checkout):
 def test_the_report_lists_outcomes_gpu_tests_and_dropped_patches(tmp_path):
     a = _patch("a")
     main_names = ["0010-a.patch", "0020-b.patch"]
-    p = _port(tmp_path, {"0010-a.patch": _sha(a)}, {"0020-b.patch": "not yet ported: conflicts in x.py"},
-              patches={"0010-a.patch": a})
-    result = port.PatchResult("0010-a.patch", "exactly", "passed", 3, 0, 0, 0, "", ["test/t.py::test_gpu"])
+    p = _port(
+        tmp_path,
+        {"0010-a.patch": _sha(a)},
+        {"0020-b.patch": "not yet ported: conflicts in x.py"},
+        patches={"0010-a.patch": a},
+    )
+    result = port.PatchResult(
+        "0010-a.patch", "exactly", "passed", 3, 0, 0, 0, "", ["test/t.py::test_gpu"]
+    )
     data = port.results_data([result], ["torch 2.13.0 instead of 2.14.1 (no CPU build)"])
-    drift = {"patches": [{"name": "0010-a.patch", "verdict": "applies"},
-                         {"name": "0020-b.patch", "verdict": "conflicts with upstream"}]}
+    drift = {
+        "patches": [
+            {"name": "0010-a.patch", "verdict": "applies"},
+            {"name": "0020-b.patch", "verdict": "conflicts with upstream"},
+        ]
+    }
     text = port.render_report(p, data, drift, main_names)
-    assert "| 0010-a.patch | applies | exactly | passed (3 passed, 0 failed, 0 errors, 0 skipped) | 1 |" in text
+    assert (
+        "| 0010-a.patch | applies | exactly | passed (3 passed, 0 failed, 0 errors, 0 skipped) | 1 "
+        "|" in text
+    )
     assert "- 0010-a.patch: `test/t.py::test_gpu`" in text
     assert "| 0020-b.patch | conflicts with upstream | not yet ported: conflicts in x.py |" in text
     assert "torch 2.13.0 instead of 2.14.1 (no CPU build)" in text
@@ -149,8 +217,13 @@ def test_the_report_lists_outcomes_gpu_tests_and_dropped_patches(tmp_path):
 
 
 def test_kept_packages_stay_at_the_cpu_requirement_and_say_why():
-    env = testenv.plan("torch==2.13.0\ntransformers==5.12.1\n", {"torch": "2.14.1", "transformers": "5.19.0"},
-                       "sglang 9.9.9", None, keep={"torch": "no CPU build"})
+    env = testenv.plan(
+        "torch==2.13.0\ntransformers==5.12.1\n",
+        {"torch": "2.14.1", "transformers": "5.19.0"},
+        "sglang 9.9.9",
+        None,
+        keep={"torch": "no CPU build"},
+    )
     assert env.pins == {"torch": "2.13.0", "transformers": "5.19.0"}
     assert env.notes == ["torch 2.13.0 instead of 2.14.1 (sglang 9.9.9 pins 2.14.1; no CPU build)"]
 
@@ -161,33 +234,76 @@ def test_the_kept_port_is_consistent_with_the_series():
     assert port.provenance_problems(p, root / "patches") == []
     assert port.drift_problems(p, root / "docs" / "drift" / "sglang-0.5.23.json") == []
     for name in port._names(p):
-        assert PatchFile.read(p.patches_dir / name).header == PatchFile.read(root / "patches" / name).header
+        assert (
+            PatchFile.read(p.patches_dir / name).header
+            == PatchFile.read(root / "patches" / name).header
+        )
 
 
-def test_check_compares_the_report_and_a_new_dropped_line_needs_only_a_re_render(tmp_path, checkout):
+def test_check_compares_the_report_and_a_new_dropped_line_needs_only_a_re_render(
+    tmp_path, checkout
+):
     path = "python/sglang/version.py"
     old = checkout.upstream_file(path)
     good = make_patch("good", path, old, old + "# ported\n")
     root = checkout.root
     _main(root, {"0010-good.patch": good})
     wheel = checkout.pin.wheel()
-    p = _port(root, {"0010-good.patch": _sha(good)}, {}, patches={"0010-good.patch": good},
-              wheel=(wheel.file, wheel.sha256))
-    (p.directory / port.RESULTS).write_text(json.dumps(port.results_data(
-        [port.PatchResult("0010-good.patch", "exactly", "passed", 1)], [])))
-    problems = port.check(checkout.layout, "9.9.9", None, write=False, run_tests_too=False, log=lambda *_: None)
+    p = _port(
+        root,
+        {"0010-good.patch": _sha(good)},
+        {},
+        patches={"0010-good.patch": good},
+        wheel=(wheel.file, wheel.sha256),
+    )
+    (p.directory / port.RESULTS).write_text(
+        json.dumps(
+            port.results_data([port.PatchResult("0010-good.patch", "exactly", "passed", 1)], [])
+        )
+    )
+    problems = port.check(
+        checkout.layout, "9.9.9", None, write=False, run_tests_too=False, log=lambda *_: None
+    )
     assert len(problems) == 1 and "REPORT.md is not the report of 9.9.9's data" in problems[0]
-    assert port.check(checkout.layout, "9.9.9", None, write=True, run_tests_too=False, log=lambda *_: None) == []
-    assert port.check(checkout.layout, "9.9.9", None, write=False, run_tests_too=False, log=lambda *_: None) == []
+    assert (
+        port.check(
+            checkout.layout, "9.9.9", None, write=True, run_tests_too=False, log=lambda *_: None
+        )
+        == []
+    )
+    assert (
+        port.check(
+            checkout.layout, "9.9.9", None, write=False, run_tests_too=False, log=lambda *_: None
+        )
+        == []
+    )
     # a new patch on main: one line under [dropped], then the report re-rendered without tests
     _main(root / "next", {"0010-good.patch": good, "0230-new.patch": _patch("new")})
     for f in (root / "next" / "patches").iterdir():
         (root / "patches" / f.name).write_text(f.read_text())
-    problems = port.check(checkout.layout, "9.9.9", None, write=False, run_tests_too=False, log=lambda *_: None)
-    assert any("0230-new.patch is neither in the port nor in its [dropped] table" in x for x in problems)
+    problems = port.check(
+        checkout.layout, "9.9.9", None, write=False, run_tests_too=False, log=lambda *_: None
+    )
+    assert any(
+        "0230-new.patch is neither in the port nor in its [dropped] table" in x for x in problems
+    )
     toml = p.directory / port.PORT_FILE
-    toml.write_text(toml.read_text().replace("[dropped]\n", '[dropped]\n"0230-new.patch" = "not yet ported: new"\n'))
-    problems = port.check(checkout.layout, "9.9.9", None, write=False, run_tests_too=False, log=lambda *_: None)
+    toml.write_text(
+        toml.read_text().replace(
+            "[dropped]\n", '[dropped]\n"0230-new.patch" = "not yet ported: new"\n'
+        )
+    )
+    problems = port.check(
+        checkout.layout, "9.9.9", None, write=False, run_tests_too=False, log=lambda *_: None
+    )
     assert len(problems) == 1 and "REPORT.md" in problems[0]
-    assert port.check(checkout.layout, "9.9.9", None, write=True, run_tests_too=False, log=lambda *_: None) == []
-    assert "| 0230-new.patch | not in the report | not yet ported: new |" in (p.directory / port.REPORT).read_text()
+    assert (
+        port.check(
+            checkout.layout, "9.9.9", None, write=True, run_tests_too=False, log=lambda *_: None
+        )
+        == []
+    )
+    assert (
+        "| 0230-new.patch | not in the report | not yet ported: new |"
+        in (p.directory / port.REPORT).read_text()
+    )

@@ -1,4 +1,5 @@
-"""refresh exports work tree commits into patch files (header kept); new starts a patch from edits."""
+"""refresh exports work tree commits into patch files (header kept); new starts a patch from
+edits."""
 
 from sglang_gemma4.stack.lint import lint_patch
 from sglang_gemma4.stack.patchfile import PatchFile
@@ -7,8 +8,11 @@ GIT_USER = ("-c", "user.name=U", "-c", "user.email=u@x")
 
 
 def changed_lines(patch_text: str) -> list[str]:
-    return [line for line in patch_text.splitlines()
-            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    return [
+        line
+        for line in patch_text.splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
 
 
 def test_refresh_rewrites_the_diff_and_keeps_the_header(checkout, two_patches):
@@ -17,10 +21,21 @@ def test_refresh_rewrites_the_diff_and_keeps_the_header(checkout, two_patches):
     header_before = PatchFile.read(path).header
     # edit patch 1 in the work tree the git way: fixup commit + autosquash rebase
     target = checkout.layout.work_dir / "python/sglang/srt/server_args.py"
-    target.write_text(target.read_text().replace("# first patch was here", "# first patch, amended"))
+    target.write_text(
+        target.read_text().replace("# first patch was here", "# first patch, amended")
+    )
     first = checkout.git("rev-parse", "HEAD~1")
     checkout.git(*GIT_USER, "commit", "-qa", "--fixup", first)
-    checkout.git(*GIT_USER, "-c", "sequence.editor=true", "rebase", "-q", "-i", "--autosquash", f"upstream/{checkout.pin.version}")
+    checkout.git(
+        *GIT_USER,
+        "-c",
+        "sequence.editor=true",
+        "rebase",
+        "-q",
+        "-i",
+        "--autosquash",
+        f"upstream/{checkout.pin.version}",
+    )
 
     proc = checkout.tool("refresh")
     assert proc.returncode == 0, proc.stderr
@@ -46,8 +61,12 @@ def test_refresh_refuses_commits_without_a_patch(checkout, two_patches):
 def test_new_turns_edits_into_a_patch_at_the_end(checkout, two_patches):
     assert checkout.tool("apply").returncode == 0
     target = checkout.layout.work_dir / "python/sglang/srt/server_args.py"
-    target.write_text(target.read_text().replace('RADIX_EVICTION_POLICY_CHOICES = ["lru"',
-                                                 'RADIX_EVICTION_POLICY_CHOICES = ["lru", "new"'))
+    target.write_text(
+        target.read_text().replace(
+            'RADIX_EVICTION_POLICY_CHOICES = ["lru"',
+            'RADIX_EVICTION_POLICY_CHOICES = ["lru", "new"',
+        )
+    )
     proc = checkout.tool("new", "my-change", "--subject", "Add a policy", "--author", "A <a@b.c>")
     assert proc.returncode == 0, proc.stderr
     names = checkout.layout.series_file.read_text().split()

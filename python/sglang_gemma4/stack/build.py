@@ -24,8 +24,12 @@ def series_changes(work: WorkTree, base: str, head: str) -> dict[str, bytes | No
     for line in work.git.out("diff", "--name-status", "--no-renames", base, head).splitlines():
         status, repo_path = line.split("\t", 1)
         if not repo_path.startswith("python/"):
-            raise StackError(f"the series changes {repo_path}, which is outside python/ and not in the wheel")
-        changes[repo_path[len("python/"):]] = None if status == "D" else (work.path / repo_path).read_bytes()
+            raise StackError(
+                f"the series changes {repo_path}, which is outside python/ and not in the wheel"
+            )
+        changes[repo_path[len("python/") :]] = (
+            None if status == "D" else (work.path / repo_path).read_bytes()
+        )
     return changes
 
 
@@ -48,31 +52,61 @@ def version_file_text(text: str, pin: Pin, version: str) -> str:
     """sglang/_version.py rewritten so that sglang.__version__ reports `version`."""
     local = version.split("+", 1)[1]
     version_tuple = tuple(int(p) for p in pin.version.split(".")) + (local,)
-    text, n_version = re.subn(r"^__version__ = version = .*$", f"__version__ = version = {version!r}",
-                              text, flags=re.M)
-    text, n_tuple = re.subn(r"^__version_tuple__ = version_tuple = .*$",
-                            f"__version_tuple__ = version_tuple = {version_tuple!r}", text, flags=re.M)
+    text, n_version = re.subn(
+        r"^__version__ = version = .*$", f"__version__ = version = {version!r}", text, flags=re.M
+    )
+    text, n_tuple = re.subn(
+        r"^__version_tuple__ = version_tuple = .*$",
+        f"__version_tuple__ = version_tuple = {version_tuple!r}",
+        text,
+        flags=re.M,
+    )
     if (n_version, n_tuple) != (1, 1):
-        raise StackError(f"{VERSION_FILE}: no version assignments to rewrite (upstream changed its format?)")
+        raise StackError(
+            f"{VERSION_FILE}: no version assignments to rewrite (upstream changed its format?)"
+        )
     return text
 
 
-def build_wheel(work: WorkTree, pin: Pin, wheel: PinnedWheel, wheel_path: Path, patches: list[PatchFile],
-                dist_dir: Path, log=print) -> Path:
+def build_wheel(
+    work: WorkTree,
+    pin: Pin,
+    wheel: PinnedWheel,
+    wheel_path: Path,
+    patches: list[PatchFile],
+    dist_dir: Path,
+    log=print,
+) -> Path:
     state = work.require_synced(patches)
     version = local_version(pin, patches)
     dist_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "wheel", "unpack", "-d", tmp, str(wheel_path)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "wheel", "unpack", "-d", tmp, str(wheel_path)],
+            check=True,
+            capture_output=True,
+        )
         unpacked = Path(tmp) / f"{pin.name}-{pin.version}"
         changed = _overlay(series_changes(work, state.base, state.head), unpacked)
         version_file = unpacked / VERSION_FILE
         version_file.write_text(version_file_text(version_file.read_text(), pin, version))
         out = Path(tmp) / "out"
         out.mkdir()
-        proc = subprocess.run([sys.executable, "-m", "wheel", "pack", "--local-version", version.split("+", 1)[1],
-                               "-d", str(out), str(unpacked)], capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "wheel",
+                "pack",
+                "--local-version",
+                version.split("+", 1)[1],
+                "-d",
+                str(out),
+                str(unpacked),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
             raise StackError(f"wheel pack failed:\n{proc.stderr.strip()}")
         (built,) = out.glob("*.whl")

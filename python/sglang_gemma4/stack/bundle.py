@@ -71,15 +71,21 @@ NOT_LOADED = {
     "anthropic": "the Anthropic-API front end, imported inside its handler",
     "blobfile": "the Azure connector, imported inside it",
 }
-# Imported at module level on the serving path although sglang does not require them itself: jsonschema
+# Imported at module level on the serving path although sglang does not require them itself:
+# jsonschema
 # (sglang/srt/entrypoints/openai/serving_chat.py) is undeclared; dill (sglang/srt/sampling/
-# custom_logit_processor.py, reached from server_args) comes only through datasets, which the benchmark
+# custom_logit_processor.py, reached from server_args) comes only through datasets, which the
+# benchmark
 # client (sglang.bench_serving) imports.
 UNDECLARED = ("jsonschema", "dill")
-# What is kept of sglang-kernel (~380 MB, nearly all FA3/FlashMLA/SM100 libraries) on an SM90 host. Without
-# FA3, a multimodal server there needs --mm-attention-backend triton_attn (check.sh mm-ab passes it).
-KERNEL_KEEP = re.compile(r"^(sgl_kernel/[^/]+\.py|sgl_kernel/(?:quantization|infllm_v2)/[^/]+\.py|sgl_kernel/{arch}/.*"
-                         r"|sgl_kernel/spatial_ops\.abi3\.so|triton_kernels/.*|[^/]+\.dist-info/.*)$")
+# What is kept of sglang-kernel (~380 MB, nearly all FA3/FlashMLA/SM100 libraries) on an SM90 host.
+# Without
+# FA3, a multimodal server there needs --mm-attention-backend triton_attn (check.sh mm-ab passes
+# it).
+KERNEL_KEEP = re.compile(
+    r"^(sgl_kernel/[^/]+\.py|sgl_kernel/(?:quantization|infllm_v2)/[^/]+\.py|sgl_kernel/{arch}/.*"
+    r"|sgl_kernel/spatial_ops\.abi3\.so|triton_kernels/.*|[^/]+\.dist-info/.*)$"
+)
 # What is left out of other wheels: files for building against them, never loaded (xgrammar's 65 MB
 # static library beside the extension the server imports).
 WHEEL_DROP = {"xgrammar": re.compile(r"^xgrammar/lib/.*\.a$")}
@@ -104,8 +110,13 @@ class Target:
             if "==" in line:
                 name, version = line.split("==", 1)
                 installed[canonicalize_name(name)] = version.strip()
-        return cls(name=data["name"], python=data["python"], cuda_arch=data["cuda_arch"],
-                   installed=installed, override=tuple(data["override"]))
+        return cls(
+            name=data["name"],
+            python=data["python"],
+            cuda_arch=data["cuda_arch"],
+            installed=installed,
+            override=tuple(data["override"]),
+        )
 
     @property
     def present(self) -> frozenset[str]:
@@ -126,15 +137,33 @@ class Target:
         if req.marker is None:
             return True
         env = default_environment()
-        env.update(python_version=self.python, python_full_version=f"{self.python}.0",
-                   sys_platform="linux", platform_system="Linux", platform_machine="x86_64",
-                   implementation_name="cpython", platform_python_implementation="CPython", os_name="posix",
-                   extra="")
+        env.update(
+            python_version=self.python,
+            python_full_version=f"{self.python}.0",
+            sys_platform="linux",
+            platform_system="Linux",
+            platform_machine="x86_64",
+            implementation_name="cpython",
+            platform_python_implementation="CPython",
+            os_name="posix",
+            extra="",
+        )
         return req.marker.evaluate(env)
 
     def pip_target_args(self) -> list[str]:
-        args = ["--only-binary=:all:", "--python-version", self.python, "--implementation", "cp",
-                "--abi", "cp" + self.python.replace(".", ""), "--abi", "abi3", "--abi", "none"]
+        args = [
+            "--only-binary=:all:",
+            "--python-version",
+            self.python,
+            "--implementation",
+            "cp",
+            "--abi",
+            "cp" + self.python.replace(".", ""),
+            "--abi",
+            "abi3",
+            "--abi",
+            "none",
+        ]
         for platform in MANYLINUX_X86_64:
             args += ["--platform", platform]
         return args + ["--platform", "any"]
@@ -145,12 +174,18 @@ def wheel_requirements(wheel: Path, target: Target) -> list[Requirement]:
     with zipfile.ZipFile(wheel) as zf:
         (metadata,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
         lines = zf.read(metadata).decode().splitlines()
-    reqs = [Requirement(line.split(":", 1)[1].strip()) for line in lines if line.startswith("Requires-Dist:")]
+    reqs = [
+        Requirement(line.split(":", 1)[1].strip())
+        for line in lines
+        if line.startswith("Requires-Dist:")
+    ]
     return [r for r in reqs if target.applies(r)]
 
 
 def _pip_errors(stderr: str) -> str:
-    return "\n".join(line for line in stderr.splitlines() if not line.startswith("WARNING: Location"))[-3000:]
+    return "\n".join(
+        line for line in stderr.splitlines() if not line.startswith("WARNING: Location")
+    )[-3000:]
 
 
 def resolve(target: Target, roots: list[str], log=print) -> dict[str, dict]:
@@ -159,19 +194,43 @@ def resolve(target: Target, roots: list[str], log=print) -> dict[str, dict]:
         (Path(tmp) / "requirements.txt").write_text("\n".join(roots) + "\n")
         (Path(tmp) / "constraints.txt").write_text("\n".join(target.constraints) + "\n")
         report = Path(tmp) / "report.json"
-        log(f"bundle: resolving {len(roots)} requirements for {target.name} with pip (metadata only) ...")
-        proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                               "--report", str(report), "--target", str(Path(tmp) / "t"),
-                               *target.pip_target_args(), "-r", str(Path(tmp) / "requirements.txt"),
-                               "-c", str(Path(tmp) / "constraints.txt")], capture_output=True, text=True)
+        log(
+            f"bundle: resolving {len(roots)} requirements for {target.name} with pip (metadata "
+            "only) ..."
+        )
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--dry-run",
+                "--ignore-installed",
+                "--quiet",
+                "--report",
+                str(report),
+                "--target",
+                str(Path(tmp) / "t"),
+                *target.pip_target_args(),
+                "-r",
+                str(Path(tmp) / "requirements.txt"),
+                "-c",
+                str(Path(tmp) / "constraints.txt"),
+            ],
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
-            raise StackError(f"pip could not resolve the bundle for {target.name}:\n{_pip_errors(proc.stderr)}")
+            raise StackError(
+                f"pip could not resolve the bundle for {target.name}:\n{_pip_errors(proc.stderr)}"
+            )
         items = json.loads(report.read_text())["install"]
     return {canonicalize_name(i["metadata"]["name"]): i for i in items}
 
 
 def needed(target: Target, roots: list[Requirement], resolved: dict[str, dict]) -> dict[str, str]:
-    """name -> version of what the server loads: the roots' dependency closure without NOT_LOADED."""
+    """name -> version of what the server loads: the roots' dependency closure without
+    NOT_LOADED."""
     todo = [canonicalize_name(r.name) for r in roots]
     seen: dict[str, str] = {}
     while todo:
@@ -187,7 +246,9 @@ def needed(target: Target, roots: list[Requirement], resolved: dict[str, dict]) 
     return seen
 
 
-def host_conflicts(target: Target, packages: dict[str, str], resolved: dict[str, dict]) -> list[str]:
+def host_conflicts(
+    target: Target, packages: dict[str, str], resolved: dict[str, dict]
+) -> list[str]:
     """Requirements of carried wheels that the host's own version of a package does not meet."""
     conflicts = []
     for name in packages:
@@ -196,20 +257,45 @@ def host_conflicts(target: Target, packages: dict[str, str], resolved: dict[str,
             dep = canonicalize_name(req.name)
             if dep in packages or dep in NOT_LOADED or dep not in target.installed:
                 continue
-            if target.applies(req) and not req.specifier.contains(target.installed[dep], prereleases=True):
-                conflicts.append(f"{name} {packages[name]} needs {req}, the host has {dep} {target.installed[dep]}")
+            if target.applies(req) and not req.specifier.contains(
+                target.installed[dep], prereleases=True
+            ):
+                conflicts.append(
+                    f"{name} {packages[name]} needs {req}, the host has {dep} "
+                    f"{target.installed[dep]}"
+                )
     return conflicts
 
 
 def carried(target: Target, closure: dict[str, str]) -> dict[str, str]:
-    return {n: v for n, v in sorted(closure.items()) if n not in target.present or n in target.override_names}
+    return {
+        n: v
+        for n, v in sorted(closure.items())
+        if n not in target.present or n in target.override_names
+    }
 
 
 def download(target: Target, packages: dict[str, str], dest: Path, log=print) -> list[Path]:
     log(f"bundle: downloading {len(packages)} wheels ...")
     specs = [f"{name}=={version}" for name, version in packages.items()]
-    proc = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--progress-bar", "off",
-                           *target.pip_target_args(), "-d", str(dest), *specs], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--quiet",
+            "--progress-bar",
+            "off",
+            *target.pip_target_args(),
+            "-d",
+            str(dest),
+            *specs,
+        ],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0:
         raise StackError(f"pip download failed:\n{_pip_errors(proc.stderr)}")
     return sorted(dest.glob("*.whl"))
@@ -219,7 +305,11 @@ def trim_wheel(wheel: Path, keep, dest: Path, strip_debug: bool = False) -> Path
     """The wheel with only the files `keep(path)` accepts (and its shared libraries without debug
     info if asked), repacked by `wheel` (RECORD rewritten)."""
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "wheel", "unpack", "-d", tmp, str(wheel)], check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "wheel", "unpack", "-d", tmp, str(wheel)],
+            check=True,
+            capture_output=True,
+        )
         (unpacked,) = Path(tmp).iterdir()
         for path in sorted(unpacked.rglob("*"), reverse=True):
             rel = path.relative_to(unpacked).as_posix()
@@ -228,9 +318,14 @@ def trim_wheel(wheel: Path, keep, dest: Path, strip_debug: bool = False) -> Path
             elif path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
             elif strip_debug and path.suffix == ".so":
-                subprocess.run(["strip", "--strip-debug", str(path)], check=True, capture_output=True)
-        subprocess.run([sys.executable, "-m", "wheel", "pack", "-d", str(dest), str(unpacked)], check=True,
-                       capture_output=True)
+                subprocess.run(
+                    ["strip", "--strip-debug", str(path)], check=True, capture_output=True
+                )
+        subprocess.run(
+            [sys.executable, "-m", "wheel", "pack", "-d", str(dest), str(unpacked)],
+            check=True,
+            capture_output=True,
+        )
     (trimmed,) = dest.glob(wheel.name.split("-")[0] + "-*.whl")
     return trimmed
 
@@ -282,7 +377,7 @@ def write_parts(archive: bytes, out_dir: Path, stem: str) -> list[Path]:
     parts = []
     for i in range(0, len(archive), PART_SIZE):
         part = out_dir / f"{stem}.tar.xz.part-{i // PART_SIZE:02d}"
-        part.write_bytes(archive[i:i + PART_SIZE])
+        part.write_bytes(archive[i : i + PART_SIZE])
         parts.append(part)
     return parts
 
@@ -298,13 +393,22 @@ def build_bundle(layout: Layout, target_file: Path, out_dir: Path, log=print) ->
 
     # Roots: what sglang asks for that the server loads and the host lacks (or must replace).
     skipped = {*NOT_LOADED, *target.present, *target.override_names}
-    roots = [r for r in wheel_requirements(sglang_wheel, target) if canonicalize_name(r.name) not in skipped]
-    roots += [Requirement(o) for o in target.override] + [Requirement(name) for name in UNDECLARED if canonicalize_name(name) not in target.present]
+    roots = [
+        r
+        for r in wheel_requirements(sglang_wheel, target)
+        if canonicalize_name(r.name) not in skipped
+    ]
+    roots += [Requirement(o) for o in target.override] + [
+        Requirement(name) for name in UNDECLARED if canonicalize_name(name) not in target.present
+    ]
     resolved = resolve(target, [str(r) for r in roots], log)
     packages = carried(target, needed(target, roots, resolved))
     conflicts = host_conflicts(target, packages, resolved)
     if conflicts:
-        raise StackError(f"carried wheels conflict with {target.name}'s own packages:\n  " + "\n  ".join(conflicts))
+        raise StackError(
+            f"carried wheels conflict with {target.name}'s own packages:\n  "
+            + "\n  ".join(conflicts)
+        )
     with tempfile.TemporaryDirectory() as tmp:
         wheels_dir = Path(tmp) / "wheels"
         wheels = download(target, packages, wheels_dir, log)
@@ -320,20 +424,29 @@ def build_bundle(layout: Layout, target_file: Path, out_dir: Path, log=print) ->
         shutil.copy2(sglang_wheel, wheels_dir / sglang_wheel.name)
         for wheel in wheels_dir.glob("*.whl"):
             store_uncompressed(wheel)
-        manifest = {"series_version": version, "target": target.name, "upstream": pin.requirement,
-                    "patches": [p.name for p in patches],
-                    "wheels": sorted(p.name for p in wheels_dir.glob("*.whl")),
-                    "not_loaded": sorted(NOT_LOADED)}
+        manifest = {
+            "series_version": version,
+            "target": target.name,
+            "upstream": pin.requirement,
+            "patches": [p.name for p in patches],
+            "wheels": sorted(p.name for p in wheels_dir.glob("*.whl")),
+            "not_loaded": sorted(NOT_LOADED),
+        }
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             tar.add(wheels_dir, arcname="bundle/wheels")
             for rel, data in overlay_files(work, state.base, state.head, pin, version).items():
                 _add_bytes(tar, f"bundle/overlay/{rel}", data)
-            _add_bytes(tar, "bundle/manifest.json", (json.dumps(manifest, indent=1) + "\n").encode())
+            _add_bytes(
+                tar, "bundle/manifest.json", (json.dumps(manifest, indent=1) + "\n").encode()
+            )
         log("bundle: compressing (xz) ...")
         archive = lzma.compress(buffer.getvalue(), preset=6)
     parts = write_parts(archive, out_dir, f"sglang-gemma4-{version}-{target.name}")
-    log(f"bundle: {len(manifest['wheels'])} wheels, {len(archive) / 2**20:.1f} MiB in {len(parts)} parts -> {out_dir}")
+    log(
+        f"bundle: {len(manifest['wheels'])} wheels, {len(archive) / 2**20:.1f} MiB in {len(parts)} "
+        f"parts -> {out_dir}"
+    )
     for name in manifest["wheels"]:
         log(f"bundle:   {name}")
     return parts

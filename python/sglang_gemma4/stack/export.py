@@ -1,6 +1,6 @@
-"""Work tree commits back to patch files (`refresh`), and new patches from uncommitted edits (`new`),
-in the manner of `gbp pq export`: the header in patches/ stays the source of truth, the diff is
-taken from the commit."""
+"""Work tree commits back to patch files (`refresh`), and new patches from uncommitted edits
+(`new`), in the manner of `gbp pq export`: the header in patches/ stays the source of truth, the
+diff is taken from the commit."""
 
 import re
 
@@ -42,20 +42,26 @@ def refresh(work: WorkTree, series: Series, log=print) -> list[str]:
     state = work.require().load_state()
     dirty = work.local_changes()
     if dirty:
-        raise StackError(f"{work.path} has uncommitted changes ({len(dirty)} paths): commit them "
-                         "(e.g. `git commit --fixup`, then rebase) or use `make new` first")
+        raise StackError(
+            f"{work.path} has uncommitted changes ({len(dirty)} paths): commit them "
+            "(e.g. `git commit --fixup`, then rebase) or use `make new` first"
+        )
     commits = work.git.out("rev-list", "--reverse", f"{state.base}..HEAD").split()
     names = []
     for commit in commits:
         match = TRAILER.search(work.git.out("log", "-1", "--format=%B", commit))
         if not match:
             subject = work.git.out("log", "-1", "--format=%s", commit)
-            raise StackError(f"commit {commit[:12]} ({subject}) has no Patch-File: trailer; "
-                             "squash it into the patch it belongs to, or make it a patch with `make new`")
+            raise StackError(
+                f"commit {commit[:12]} ({subject}) has no Patch-File: trailer; "
+                "squash it into the patch it belongs to, or make it a patch with `make new`"
+            )
         names.append(match.group(1))
     if names != list(series.names):
-        raise StackError("the work tree's commits are not the series in order:\n"
-                         f"  commits: {', '.join(names) or '(none)'}\n  series:  {', '.join(series.names)}")
+        raise StackError(
+            "the work tree's commits are not the series in order:\n"
+            f"  commits: {', '.join(names) or '(none)'}\n  series:  {', '.join(series.names)}"
+        )
     changed, applied = [], []
     for commit, name in zip(commits, names):
         patch = PatchFile.read(series.patches_dir / name)
@@ -72,22 +78,30 @@ def refresh(work: WorkTree, series: Series, log=print) -> list[str]:
     return changed
 
 
-def new_patch(work: WorkTree, series: Series, slug: str, subject: str, author: str, log=print) -> PatchFile:
+def new_patch(
+    work: WorkTree, series: Series, slug: str, subject: str, author: str, log=print
+) -> PatchFile:
     """Turn the work tree's uncommitted edits into a new patch at the end of the series."""
     patches = series.patches()
     state = work.require().load_state()
     if work.head() != state.head or [a.name for a in state.applied] != list(series.names):
-        raise StackError("`new` needs the whole series applied and nothing else committed: "
-                         "run `make apply` (your edits are kept) or `make refresh` first")
+        raise StackError(
+            "`new` needs the whole series applied and nothing else committed: "
+            "run `make apply` (your edits are kept) or `make refresh` first"
+        )
     if not work.local_changes():
         raise StackError(f"no uncommitted edits in {work.path} to make a patch from")
     number = max((p.number for p in patches), default=0) + 10
     name = f"{number:04d}-{slug}.patch"
     if not SERIES_NAME.match(name):
-        raise StackError(f"{slug!r} makes the file name {name!r}: use lower-case words joined by '-'")
+        raise StackError(
+            f"{slug!r} makes the file name {name!r}: use lower-case words joined by '-'"
+        )
     work.git.run("add", "-A")
     tree = work.git.out("write-tree")
-    header = NEW_HEADER.format(subject=subject, author=author, stem=name[:-len(".patch")].replace("-", "_"))
+    header = NEW_HEADER.format(
+        subject=subject, author=author, stem=name[: -len(".patch")].replace("-", "_")
+    )
     path = series.patches_dir / name
     diff = work.git.diff("--cached", state.head)
     _write(path, header + diff)
@@ -97,6 +111,8 @@ def new_patch(work: WorkTree, series: Series, slug: str, subject: str, author: s
     work.git.run("update-ref", "HEAD", commit)
     state.applied.append(AppliedPatch(name, patch.sha256, commit))
     work.save_state(state)
-    log(f"new: wrote patches/{name} and appended it to patches/series; fill in the TODOs of its "
-        "header (`make lint` lists them), then `make apply`")
+    log(
+        f"new: wrote patches/{name} and appended it to patches/series; fill in the TODOs of its "
+        "header (`make lint` lists them), then `make apply`"
+    )
     return patch

@@ -25,10 +25,16 @@ class Git:
         env.update(extra or {})
         return env
 
-    def run(self, *args: str, check: bool = True, env: dict | None = None,
-            input: str | None = None) -> subprocess.CompletedProcess:
-        proc = subprocess.run(["git", "-C", str(self.repo), *args], capture_output=True, text=True,
-                              env=self._env(env), input=input)
+    def run(
+        self, *args: str, check: bool = True, env: dict | None = None, input: str | None = None
+    ) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            ["git", "-C", str(self.repo), *args],
+            capture_output=True,
+            text=True,
+            env=self._env(env),
+            input=input,
+        )
         if check and proc.returncode != 0:
             raise StackError(f"git {' '.join(args)} failed in {self.repo}:\n{proc.stderr.strip()}")
         return proc
@@ -38,15 +44,22 @@ class Git:
 
     def commit_env(self, author: str | None = None) -> dict:
         name, email = TOOL_IDENTITY
-        env = {"GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email,
-               "GIT_COMMITTER_DATE": FIXED_DATE, "GIT_AUTHOR_DATE": FIXED_DATE,
-               "GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email}
+        env = {
+            "GIT_COMMITTER_NAME": name,
+            "GIT_COMMITTER_EMAIL": email,
+            "GIT_COMMITTER_DATE": FIXED_DATE,
+            "GIT_AUTHOR_DATE": FIXED_DATE,
+            "GIT_AUTHOR_NAME": name,
+            "GIT_AUTHOR_EMAIL": email,
+        }
         if author and "<" in author:
             env["GIT_AUTHOR_NAME"] = author.split("<", 1)[0].strip()
             env["GIT_AUTHOR_EMAIL"] = author.split("<", 1)[1].rstrip(">").strip()
         return env
 
-    def commit_tree(self, tree: str, parent: str | None, message: str, author: str | None = None) -> str:
+    def commit_tree(
+        self, tree: str, parent: str | None, message: str, author: str | None = None
+    ) -> str:
         args = ["commit-tree", tree] + (["-p", parent] if parent else [])
         return self.out(*args, env=self.commit_env(author), input=message)
 
@@ -56,5 +69,13 @@ class Git:
     def diff(self, *revs: str) -> str:
         """A patch in the series' format (a/ b/ prefixes, full blob ids for --3way, no renames)
         between two commits, or ("--cached", commit) for the index against a commit."""
-        return self.run("diff", "--no-color", "--no-ext-diff", "--no-renames", "--full-index",
-                        "--src-prefix=a/", "--dst-prefix=b/", *revs).stdout
+        return self.run(
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-renames",
+            "--full-index",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            *revs,
+        ).stdout

@@ -61,20 +61,25 @@ def added_lines(patch: PatchFile) -> dict[str, set[str]]:
     for section in _sections(patch.diff):
         for hunk in section.hunks:
             added.setdefault(section.file, set()).update(
-                line[1:].strip() for line in hunk[1:] if line.startswith("+") and line[1:].strip())
+                line[1:].strip() for line in hunk[1:] if line.startswith("+") and line[1:].strip()
+            )
     return added
 
 
 def _blame(section: _Section, hunk: list[str], left_out: list[PatchFile]) -> str:
     """The earlier patch, not taken, whose added lines this hunk expects to find; else upstream."""
-    expected = {line[1:].strip() for line in hunk[1:] if line[:1] in (" ", "-") and line[1:].strip()}
+    expected = {
+        line[1:].strip() for line in hunk[1:] if line[:1] in (" ", "-") and line[1:].strip()
+    }
     for patch in reversed(left_out):
         if expected & added_lines(patch).get(section.file, set()):
             return f"depends on {patch.name}, which was not taken"
     return UPSTREAM_CONFLICT
 
 
-def check_hunks(git: Git, tree: str, patch: PatchFile, left_out: list[PatchFile]) -> list[HunkCheck]:
+def check_hunks(
+    git: Git, tree: str, patch: PatchFile, left_out: list[PatchFile]
+) -> list[HunkCheck]:
     """Apply each hunk of `patch` alone onto commit `tree` (a scratch index; no checkout touched).
 
     `left_out`: earlier patches of the series that are not in `tree` (dropped or skipped), so a
@@ -91,11 +96,28 @@ def check_hunks(git: Git, tree: str, patch: PatchFile, left_out: list[PatchFile]
                 header = hunk[0].rstrip("\n")
                 if not section.creates and section.file not in present:
                     reason = _blame(section, hunk, left_out)
-                    results.append(HunkCheck(section.file, number, header, False,
-                                             MISSING_FILE if reason == UPSTREAM_CONFLICT else reason))
+                    results.append(
+                        HunkCheck(
+                            section.file,
+                            number,
+                            header,
+                            False,
+                            MISSING_FILE if reason == UPSTREAM_CONFLICT else reason,
+                        )
+                    )
                     continue
                 single.write_text("".join(section.preamble + hunk))
-                ok = index.run("apply", "--cached", "--check", str(single), check=False).returncode == 0
-                results.append(HunkCheck(section.file, number, header, ok,
-                                         "" if ok else _blame(section, hunk, left_out)))
+                ok = (
+                    index.run("apply", "--cached", "--check", str(single), check=False).returncode
+                    == 0
+                )
+                results.append(
+                    HunkCheck(
+                        section.file,
+                        number,
+                        header,
+                        ok,
+                        "" if ok else _blame(section, hunk, left_out),
+                    )
+                )
     return results

@@ -7,7 +7,15 @@ from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.series import Series
 
 REQUIRED = ("Subject", "Author", "Upstream-Status", "Origin", "Tests", "Bench", "Kill-Switch")
-OPTIONAL = ("From", "Bug", "Git-commit", "Forwarded", "Last-Update", "Reviewed-by", "Applied-Upstream")
+OPTIONAL = (
+    "From",
+    "Bug",
+    "Git-commit",
+    "Forwarded",
+    "Last-Update",
+    "Reviewed-by",
+    "Applied-Upstream",
+)
 AUTHOR = re.compile(r"^[^<>]+ <[^<>@\s]+@[^<>\s]+>$")
 UPSTREAM_STATUS = {
     # form: (pattern, what it must name)
@@ -35,14 +43,18 @@ def lint_patch(patch: PatchFile, root: Path) -> list[str]:
             errors.append(f"{where}: missing header field {name}:")
     for name in fields:
         if name not in REQUIRED and name not in OPTIONAL:
-            errors.append(f"{where}: unknown header field {name}: (known: {', '.join(REQUIRED + OPTIONAL)})")
+            errors.append(
+                f"{where}: unknown header field {name}: (known: {', '.join(REQUIRED + OPTIONAL)})"
+            )
     if "TODO" in patch.header:
         errors.append(f"{where}: header still has TODO placeholders")
         return errors  # the checks below would only repeat them
 
     subject = fields.get("Subject", "")
     if len(subject) > MAX_SUBJECT or subject.endswith("."):
-        errors.append(f"{where}: Subject must be at most {MAX_SUBJECT} characters with no final period")
+        errors.append(
+            f"{where}: Subject must be at most {MAX_SUBJECT} characters with no final period"
+        )
     author = fields.get("Author")
     if author and not AUTHOR.match(author):
         errors.append(f"{where}: Author must read 'Name <email>', got {author!r}")
@@ -53,8 +65,10 @@ def lint_patch(patch: PatchFile, root: Path) -> list[str]:
     if status:
         form = next((k for k in UPSTREAM_STATUS if status.startswith(k + ",")), None)
         if form is None:
-            errors.append(f"{where}: Upstream-Status must start with one of: "
-                          + ", ".join(f"'{k}, ...'" for k in UPSTREAM_STATUS))
+            errors.append(
+                f"{where}: Upstream-Status must start with one of: "
+                + ", ".join(f"'{k}, ...'" for k in UPSTREAM_STATUS)
+            )
         elif not UPSTREAM_STATUS[form][0].match(status):
             errors.append(f"{where}: Upstream-Status '{form}' must name {UPSTREAM_STATUS[form][1]}")
 
@@ -66,10 +80,16 @@ def lint_patch(patch: PatchFile, root: Path) -> list[str]:
         errors += [f"{where}: Tests: {p} does not exist" for p in paths if not (root / p).exists()]
     bench = fields.get("Bench")
     if bench and listed_paths(bench) != ["none"]:
-        errors += [f"{where}: Bench: {p} does not exist" for p in listed_paths(bench) if not (root / p).exists()]
+        errors += [
+            f"{where}: Bench: {p} does not exist"
+            for p in listed_paths(bench)
+            if not (root / p).exists()
+        ]
     kill_switch = fields.get("Kill-Switch")
     if kill_switch and not KILL_SWITCH.match(kill_switch):
-        errors.append(f"{where}: Kill-Switch must be 'none' or an environment variable (NAME or NAME=value)")
+        errors.append(
+            f"{where}: Kill-Switch must be 'none' or an environment variable (NAME or NAME=value)"
+        )
 
     description = patch.description
     for part in DESCRIPTION_PARTS:
@@ -79,8 +99,12 @@ def lint_patch(patch: PatchFile, root: Path) -> list[str]:
     if not patch.files:
         errors.append(f"{where}: no `diff --git` section")
     for line in patch.diff.splitlines():
-        if line.startswith("diff --git ") and not re.match(r"^diff --git a/python/\S+ b/python/\S+$", line):
-            errors.append(f"{where}: diff paths must be upstream repo paths a/python/... b/python/...: {line}")
+        if line.startswith("diff --git ") and not re.match(
+            r"^diff --git a/python/\S+ b/python/\S+$", line
+        ):
+            errors.append(
+                f"{where}: diff paths must be upstream repo paths a/python/... b/python/...: {line}"
+            )
     return errors
 
 

@@ -74,7 +74,7 @@ class PatchFile:
 
     @property
     def diff(self) -> str:
-        return self.text[len(self.header):]
+        return self.text[len(self.header) :]
 
     @cached_property
     def fields(self) -> dict[str, str]:
@@ -124,7 +124,11 @@ class PatchFile:
     @property
     def files(self) -> list[str]:
         """Repo paths the diff touches, from its `diff --git a/X b/Y` lines (the b/ side)."""
-        return [line.split(" b/", 1)[-1] for line in self.diff.splitlines() if line.startswith("diff --git ")]
+        return [
+            line.split(" b/", 1)[-1]
+            for line in self.diff.splitlines()
+            if line.startswith("diff --git ")
+        ]
 
     def hunk_at(self, file: str, old_start: int) -> Hunk | None:
         for hunk in self.hunks:

@@ -24,7 +24,13 @@ from sglang_gemma4.stack.lint import listed_paths
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.verify import TREE_ENV
 
-PASSED, FAILED, COULD_NOT_RUN, NO_TESTS, NOT_RUN = "passed", "failed", "could not run", "no tests", "not run"
+PASSED, FAILED, COULD_NOT_RUN, NO_TESTS, NOT_RUN = (
+    "passed",
+    "failed",
+    "could not run",
+    "no tests",
+    "not run",
+)
 NO_CPU_TESTS = "no CPU tests"
 NO_TESTS_COLLECTED = 5  # pytest's exit status when the marker expression deselects every test
 STEP_MARKERS = "not gpu"
@@ -47,7 +53,10 @@ class TestRun:
     def summary(self) -> str:
         if self.verdict in (NO_TESTS, NO_CPU_TESTS, NOT_RUN):
             return self.verdict
-        counts = f"{self.passed} passed, {self.failed} failed, {self.errors} errors, {self.skipped} skipped"
+        counts = (
+            f"{self.passed} passed, {self.failed} failed, {self.errors} errors, "
+            f"{self.skipped} skipped"
+        )
         first = f"; first error: {self.first_error}" if self.first_error else ""
         return f"{self.verdict} ({counts}{first})"
 
@@ -61,7 +70,11 @@ def _first_error(element: ET.Element) -> str:
     for line in (element.text or "").splitlines():
         if line.startswith("E "):
             return line[1:].strip()[:300]
-    return (element.get("message") or "").strip().splitlines()[0][:300] if element.get("message") else ""
+    return (
+        (element.get("message") or "").strip().splitlines()[0][:300]
+        if element.get("message")
+        else ""
+    )
 
 
 def parse_junit(junit: Path) -> TestRun:
@@ -89,8 +102,14 @@ def parse_junit(junit: Path) -> TestRun:
     return TestRun(verdict, passed, failed, errors, skipped, first)
 
 
-def run_patch_tests(root: Path, tree: Path, patch: PatchFile, python: str, markers: str = STEP_MARKERS,
-                    tests: list[str] | None = None) -> TestRun:
+def run_patch_tests(
+    root: Path,
+    tree: Path,
+    patch: PatchFile,
+    python: str,
+    markers: str = STEP_MARKERS,
+    tests: list[str] | None = None,
+) -> TestRun:
     """`tests`: the files to run instead of the patch's `Tests:` ones (paths under root)."""
     tests = test_files(patch) if tests is None else tests
     if not tests:
@@ -100,18 +119,44 @@ def run_patch_tests(root: Path, tree: Path, patch: PatchFile, python: str, marke
         return TestRun(COULD_NOT_RUN, first_error=f"{missing[0]} does not exist")
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
-        # the checkout's own tools first: the environment's editable install names the checkout that built it
-        path = os.pathsep.join(p for p in (str(root / "python"), os.environ.get("PYTHONPATH", "")) if p)
-        env = dict(os.environ, **{TREE_ENV: str(tree), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path})
+        # the checkout's own tools first: the environment's editable install names the checkout that
+        # built it
+        path = os.pathsep.join(
+            p for p in (str(root / "python"), os.environ.get("PYTHONPATH", "")) if p
+        )
+        env = dict(
+            os.environ, **{TREE_ENV: str(tree), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path}
+        )
         try:
-            proc = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", markers,
-                                   f"--junitxml={junit}", *tests], cwd=root, env=env, capture_output=True, text=True)
+            proc = subprocess.run(
+                [
+                    python,
+                    "-m",
+                    "pytest",
+                    "-q",
+                    "-p",
+                    "no:cacheprovider",
+                    "-m",
+                    markers,
+                    f"--junitxml={junit}",
+                    *tests,
+                ],
+                cwd=root,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
         except OSError as e:
             return TestRun(COULD_NOT_RUN, first_error=f"{python}: {e.strerror}")
         if not junit.is_file():
             lines = [line for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
-            return TestRun(COULD_NOT_RUN, first_error=(lines[-1] if lines else f"pytest exited {proc.returncode}")[:300])
+            return TestRun(
+                COULD_NOT_RUN,
+                first_error=(lines[-1] if lines else f"pytest exited {proc.returncode}")[:300],
+            )
         run = parse_junit(junit)
-        if proc.returncode == NO_TESTS_COLLECTED and not (run.passed or run.failed or run.errors or run.skipped):
+        if proc.returncode == NO_TESTS_COLLECTED and not (
+            run.passed or run.failed or run.errors or run.skipped
+        ):
             return TestRun(NO_CPU_TESTS)
         return run

@@ -58,18 +58,28 @@ class Pin:
         if python is None:
             return self.wheels[0]
         known = ", ".join(w.python for w in self.wheels)
-        raise StackError(f"no pinned {self.requirement} wheel for Python {python} (pinned: {known})")
+        raise StackError(
+            f"no pinned {self.requirement} wheel for Python {python} (pinned: {known})"
+        )
 
     def render(self) -> str:
         """upstream.toml text for this pin (used by rebase to write the new pin)."""
         lines = [
-            "# The upstream release this patch stack applies to. Nothing of upstream is committed here:",
-            "# `make fetch` downloads exactly these files from PyPI and refuses any whose sha256 differs.",
+            "# The upstream release this patch stack applies to. Nothing of upstream is committed "
+            "here:",
+            "# `make fetch` downloads exactly these files from PyPI and refuses any whose sha256 "
+            "differs.",
             "",
             "[upstream]",
             f'name = "{self.name}"',
             f'version = "{self.version}"',
         ]
         for w in self.wheels:
-            lines += ["", "[[upstream.wheel]]", f'python = "{w.python}"', f'file = "{w.file}"', f'sha256 = "{w.sha256}"']
+            lines += [
+                "",
+                "[[upstream.wheel]]",
+                f'python = "{w.python}"',
+                f'file = "{w.file}"',
+                f'sha256 = "{w.sha256}"',
+            ]
         return "\n".join(lines) + "\n"

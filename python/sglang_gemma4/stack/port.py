@@ -1,16 +1,20 @@
 """A port: the series refreshed for a newer sglang release, kept beside the served pin.
 
-    ports/<release>/port.toml       [upstream] the release's wheels (as upstream.toml); [report] notes:
+    ports/<release>/port.toml       [upstream] the release's wheels (as upstream.toml); [report]
+    notes:
                                     findings the report lists; [testenv] keep:
                                     packages its CPU test env keeps at test/requirements-cpu.txt's
                                     version, with the reason; [ported] each patch of the port -> the
                                     sha256 of the main patch it was ported from; [dropped] each main
-                                    patch not in the port -> "<kind>: <why>"; [behind] a ported patch
-                                    whose main version changed since -> why the change is not in the port
-    ports/<release>/patches/        the refreshed patches (upstream paths, headers kept) and `series`
-    ports/<release>/test/           a patch's test adapted to the release's internals, at the path of
+                                    patch not in the port -> "<kind>: <why>"; [behind] a ported
+                                    patch whose main version changed since -> why the change is not
+                                    in the port
+    ports/<release>/patches/        the refreshed patches (upstream paths, headers kept) and
+    `series` ports/<release>/test/           a patch's test adapted to the release's internals, at
+    the path of
                                     the test/ file it replaces (the rest run as they are)
-    ports/<release>/pending/        refreshed patches (and adapted tests) not in the series yet: each
+    ports/<release>/pending/        refreshed patches (and adapted tests) not in the series yet:
+    each
                                     is under [dropped] with what is left to do
     ports/<release>/results.json    what `port-check --write` found (the check compares it)
     ports/<release>/REPORT.md       written from port.toml, results.json and the drift report
@@ -35,8 +39,15 @@ from sglang_gemma4.stack.layout import Layout
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.pin import Pin
 from sglang_gemma4.stack.series import Series
-from sglang_gemma4.stack.worktree import (STATE_FILE, AppliedPatch, State, base_message, commit_directory, git_apply,
-                                          unpack_wheel)
+from sglang_gemma4.stack.worktree import (
+    STATE_FILE,
+    AppliedPatch,
+    State,
+    base_message,
+    commit_directory,
+    git_apply,
+    unpack_wheel,
+)
 
 PORT_FILE, RESULTS, REPORT = "port.toml", "results.json", "REPORT.md"
 UPSTREAM, SUPERSEDED, NOT_YET = "upstream already", "superseded", "not yet ported"
@@ -71,9 +82,15 @@ class Port:
             data = tomllib.loads(path.read_text())
         except (OSError, tomllib.TOMLDecodeError) as e:
             raise StackError(f"{path}: cannot read the port ({e})") from e
-        return cls(directory, Pin.load(path), dict(data.get("testenv", {}).get("keep", {})),
-                   dict(data.get("ported", {})), dict(data.get("dropped", {})), dict(data.get("behind", {})),
-                   tuple(data.get("report", {}).get("notes", ())))
+        return cls(
+            directory,
+            Pin.load(path),
+            dict(data.get("testenv", {}).get("keep", {})),
+            dict(data.get("ported", {})),
+            dict(data.get("dropped", {})),
+            dict(data.get("behind", {})),
+            tuple(data.get("report", {}).get("notes", ())),
+        )
 
 
 def drop_kind(reason: str) -> str:
@@ -91,25 +108,37 @@ def provenance_problems(port: Port, main_patches_dir: Path) -> list[str]:
         if name in names and name in port.dropped:
             problems.append(f"{name} is in the port's series and also in its [dropped] table")
         elif name not in names and name not in port.dropped:
-            problems.append(f"patches/{name} is neither in the port nor in its [dropped] table: port it, or add "
-                            f'"{name}" = "{NOT_YET}: <why>" under [dropped] in {port.directory.name}/{PORT_FILE}')
+            problems.append(
+                f"patches/{name} is neither in the port nor in its [dropped] table: port it, or "
+                "add "
+                f'"{name}" = "{NOT_YET}: <why>" under [dropped] in '
+                f"{port.directory.name}/{PORT_FILE}"
+            )
     for name, reason in sorted(port.dropped.items()):
         if name not in main_names:
             problems.append(f"[dropped] names {name}, which patches/series does not list")
         if not drop_kind(reason):
-            problems.append(f"[dropped] {name}: the reason must read '<kind>: <why>' with kind one of "
-                            f"{', '.join(DROP_KINDS)}: {reason!r}")
+            problems.append(
+                f"[dropped] {name}: the reason must read '<kind>: <why>' with kind one of "
+                f"{', '.join(DROP_KINDS)}: {reason!r}"
+            )
     for name in names:
         main = main_patches_dir / name
         recorded = port.ported.get(name)
         if name not in main_names or not main.is_file():
             problems.append(f"the port's {name} is not a patch of patches/series")
         elif not recorded:
-            problems.append(f"[ported] does not record the sha256 of patches/{name} that {name} was ported from")
+            problems.append(
+                f"[ported] does not record the sha256 of patches/{name} that {name} was ported from"
+            )
         elif recorded != PatchFile.read(main).sha256 and name not in port.behind:
-            problems.append(f"patches/{name} changed on main since it was ported (sha256 {recorded[:12]}..., now "
-                            f"{PatchFile.read(main).sha256[:12]}...): carry the change to the port and record the "
-                            f"new sha256 under [ported], or say why not under [behind]")
+            problems.append(
+                f"patches/{name} changed on main since it was ported (sha256 {recorded[:12]}..., "
+                "now "
+                f"{PatchFile.read(main).sha256[:12]}...): carry the change to the port and record "
+                "the "
+                f"new sha256 under [ported], or say why not under [behind]"
+            )
     for name in sorted(set(port.ported) - set(names)):
         problems.append(f"[ported] names {name}, which the port's series does not list")
     for name in sorted(set(port.behind) - set(names)):
@@ -118,7 +147,8 @@ def provenance_problems(port: Port, main_patches_dir: Path) -> list[str]:
 
 
 def drift_problems(port: Port, drift_json: Path) -> list[str]:
-    """Where the port and the drift report for its release disagree (empty: they agree, or no report)."""
+    """Where the port and the drift report for its release disagree (empty: they agree, or no
+    report)."""
     if not drift_json.is_file():
         return []
     rows = {row["name"]: row["verdict"] for row in json.loads(drift_json.read_text())["patches"]}
@@ -138,6 +168,7 @@ def drift_problems(port: Port, drift_json: Path) -> list[str]:
 
 def _names(port: Port) -> list[str]:
     from sglang_gemma4.stack.series import read_names
+
     return read_names(port.patches_dir / "series")
 
 
@@ -151,12 +182,19 @@ class PatchResult:
     errors: int = 0
     skipped: int = 0
     first_error: str = ""
-    gpu_unverified: list[str] = field(default_factory=list)  # GPU-marked tests, not run on this release
-    test_files: list[str] = field(default_factory=list)  # what ran: test/..., or the port's adapted version
+    gpu_unverified: list[str] = field(
+        default_factory=list
+    )  # GPU-marked tests, not run on this release
+    test_files: list[str] = field(
+        default_factory=list
+    )  # what ran: test/..., or the port's adapted version
 
     @property
     def ok(self) -> bool:
-        return self.applies == "exactly" and self.tests in (patchtests.PASSED, patchtests.NO_CPU_TESTS)
+        return self.applies == "exactly" and self.tests in (
+            patchtests.PASSED,
+            patchtests.NO_CPU_TESTS,
+        )
 
 
 def build_tree(port: Port, wheel: Path, tree: Path) -> tuple[list[PatchFile], list[PatchResult]]:
@@ -176,7 +214,9 @@ def build_tree(port: Port, wheel: Path, tree: Path) -> tuple[list[PatchFile], li
     head = commit_directory(git, staging, base_message(port.pin, pinned))
     shutil.rmtree(staging)
     git.run("reset", "-q", "--hard", head)
-    state = State(version=port.pin.version, wheel_file=pinned.file, wheel_sha256=pinned.sha256, base=head)
+    state = State(
+        version=port.pin.version, wheel_file=pinned.file, wheel_sha256=pinned.sha256, base=head
+    )
     patches = [PatchFile.read(port.patches_dir / name) for name in _names(port)]
     results = []
     broken = ""
@@ -186,7 +226,11 @@ def build_tree(port: Port, wheel: Path, tree: Path) -> tuple[list[PatchFile], li
             continue
         result = git_apply(git, patch, "--index")
         if not result.ok or result.offsets:
-            why = result.error.strip() if not result.ok else "at offsets: " + "; ".join(result.offsets)
+            why = (
+                result.error.strip()
+                if not result.ok
+                else "at offsets: " + "; ".join(result.offsets)
+            )
             results.append(PatchResult(patch.name, f"does not apply exactly: {why}"))
             git.run("reset", "-q", "--hard")
             broken = patch.name
@@ -219,7 +263,8 @@ def build(layout: Layout, release: str, python: str | None, log=print) -> Path:
 
 def port_tests(root: Path, port: Port, patch: PatchFile) -> list[str]:
     """The patch's test files, each replaced by the port's own version where it has one:
-    test/x/test_y.py -> ports/<release>/test/x/test_y.py (a test adapted to the release's internals)."""
+    test/x/test_y.py -> ports/<release>/test/x/test_y.py (a test adapted to the release's
+    internals)."""
     tests = []
     for test in patchtests.test_files(patch):
         own = port.directory / test
@@ -229,8 +274,13 @@ def port_tests(root: Path, port: Port, patch: PatchFile) -> list[str]:
 
 def _marks_gpu(node: ast.AST) -> bool:
     """A decorator or pytestmark value that is (or lists) pytest.mark.gpu."""
-    return any(isinstance(n, ast.Attribute) and n.attr == "gpu" and isinstance(n.value, ast.Attribute)
-               and n.value.attr == "mark" for n in ast.walk(node))
+    return any(
+        isinstance(n, ast.Attribute)
+        and n.attr == "gpu"
+        and isinstance(n.value, ast.Attribute)
+        and n.value.attr == "mark"
+        for n in ast.walk(node)
+    )
 
 
 def gpu_tests(root: Path, tests: list[str]) -> list[str]:
@@ -242,18 +292,30 @@ def gpu_tests(root: Path, tests: list[str]) -> list[str]:
         if not path.is_file():
             continue
         module = ast.parse(path.read_text())
-        whole = any(isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)
-                    and _marks_gpu(n.value) for n in module.body)
+        whole = any(
+            isinstance(n, ast.Assign)
+            and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)
+            and _marks_gpu(n.value)
+            for n in module.body
+        )
         for node in module.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name.startswith(
-                    ("test", "Test")):
+            if isinstance(
+                node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            ) and node.name.startswith(("test", "Test")):
                 if whole or any(_marks_gpu(d) for d in node.decorator_list):
                     found.append(f"{test}::{node.name}")
     return found
 
 
-def run_tests(root: Path, port: Port, tree: Path, patches: list[PatchFile], results: list[PatchResult], python: str,
-              log=print) -> None:
+def run_tests(
+    root: Path,
+    port: Port,
+    tree: Path,
+    patches: list[PatchFile],
+    results: list[PatchResult],
+    python: str,
+    log=print,
+) -> None:
     for patch, result in zip(patches, results):
         if result.applies != "exactly":
             continue
@@ -264,7 +326,10 @@ def run_tests(root: Path, port: Port, tree: Path, patches: list[PatchFile], resu
         result.tests, result.passed, result.failed = run.verdict, run.passed, run.failed
         result.errors, result.skipped, result.first_error = run.errors, run.skipped, run.first_error
         result.gpu_unverified = gpu_tests(root, tests)
-        log(f"port-check: {patch.name}: {run.summary()}; {len(result.gpu_unverified)} GPU-marked tests unverified")
+        log(
+            f"port-check: {patch.name}: {run.summary()}; {len(result.gpu_unverified)} GPU-marked "
+            "tests unverified"
+        )
 
 
 def results_data(results: list[PatchResult], env_notes: list[str]) -> dict:
@@ -277,44 +342,65 @@ def render_report(port: Port, data: dict, drift: dict | None, main_names: list[s
     lines = [
         f"# sglang-gemma4 on sglang {port.release}",
         "",
-        f"Written by `make port-check PORT={port.release} WRITE=1` from `{PORT_FILE}`, `{RESULTS}` and "
-        f"docs/drift/sglang-{port.release}.json; `make port-check PORT={port.release}` fails when they disagree.",
+        f"Written by `make port-check PORT={port.release} WRITE=1` from `{PORT_FILE}`, `{RESULTS}` "
+        "and "
+        f"docs/drift/sglang-{port.release}.json; `make port-check PORT={port.release}` fails when "
+        "they disagree.",
         "",
-        f"- release: {port.pin.requirement}, " + ", ".join(f"`{w.file}` sha256 `{w.sha256}`"
-                                                          for w in port.pin.wheels),
+        f"- release: {port.pin.requirement}, "
+        + ", ".join(f"`{w.file}` sha256 `{w.sha256}`" for w in port.pin.wheels),
         f"- ported: {len(rows)} of the {len(main_names)} patches of patches/series; "
         f"not in the port: {len(port.dropped)}",
         "- CPU test environment: " + ("; ".join(data["env_notes"]) or "the release's pins"),
         "",
         "## Patches in the port",
         "",
-        "| patch | drift report | applies | CPU tests | GPU-marked tests (unverified on this release) |",
+        "| patch | drift report | applies | CPU tests | GPU-marked tests (unverified on this "
+        "release) |",
         "|---|---|---|---|---|",
     ]
     for name in _names(port):
         r = rows.get(name, {})
         tests = r.get("tests", "")
         if tests in (patchtests.PASSED, patchtests.FAILED, patchtests.COULD_NOT_RUN):
-            tests += f" ({r['passed']} passed, {r['failed']} failed, {r['errors']} errors, {r['skipped']} skipped)"
+            tests += (
+                f" ({r['passed']} passed, {r['failed']} failed, {r['errors']} errors, "
+                f"{r['skipped']} skipped)"
+            )
         if r.get("first_error"):
             tests += f"; first error: {r['first_error']}"
         adapted = [t for t in r.get("test_files", []) if not t.startswith("test/")]
         if adapted:
             tests += "; adapted to this release: " + ", ".join(f"`{t}`" for t in adapted)
         gpu = len(r.get("gpu_unverified", []))
-        behind = f" (main's newer version not carried: {port.behind[name]})" if name in port.behind else ""
-        lines.append(f"| {name}{behind} | {drift_rows.get(name, 'not in the report')} | {r.get('applies', 'not run')} "
-                     f"| {tests or 'not run'} | {gpu or 'none'} |")
+        behind = (
+            f" (main's newer version not carried: {port.behind[name]})"
+            if name in port.behind
+            else ""
+        )
+        lines.append(
+            f"| {name}{behind} | {drift_rows.get(name, 'not in the report')} | "
+            f"{r.get('applies', 'not run')} "
+            f"| {tests or 'not run'} | {gpu or 'none'} |"
+        )
     unverified = [(r["name"], t) for r in data["patches"] for t in r.get("gpu_unverified", [])]
     if unverified:
         lines += ["", "## GPU-marked tests, unverified on this release", ""]
         lines += [f"- {name}: `{test}`" for name, test in unverified]
     if port.notes:
         lines += ["", "## Notes on this release", ""] + [f"- {note}" for note in port.notes]
-    lines += ["", "## Patches of patches/series not in the port", "", "| patch | drift report | why |", "|---|---|---|"]
+    lines += [
+        "",
+        "## Patches of patches/series not in the port",
+        "",
+        "| patch | drift report | why |",
+        "|---|---|---|",
+    ]
     for name in main_names:
         if name in port.dropped:
-            lines.append(f"| {name} | {drift_rows.get(name, 'not in the report')} | {port.dropped[name]} |")
+            lines.append(
+                f"| {name} | {drift_rows.get(name, 'not in the report')} | {port.dropped[name]} |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -325,16 +411,27 @@ def drift_json(layout: Layout, port: Port) -> Path:
 def port_dir(layout: Layout, release: str) -> Path:
     directory = layout.root / "ports" / release
     if not (directory / PORT_FILE).is_file():
-        known = ", ".join(sorted(p.parent.name for p in (layout.root / "ports").glob(f"*/{PORT_FILE}"))) or "none"
-        raise StackError(f"no port for sglang {release} (ports/{release}/{PORT_FILE}; ports here: {known})")
+        known = (
+            ", ".join(sorted(p.parent.name for p in (layout.root / "ports").glob(f"*/{PORT_FILE}")))
+            or "none"
+        )
+        raise StackError(
+            f"no port for sglang {release} (ports/{release}/{PORT_FILE}; ports here: {known})"
+        )
     return directory
 
 
-def check(layout: Layout, release: str, python: str | None, write: bool, run_tests_too: bool = True,
-          log=print) -> list[str]:
+def check(
+    layout: Layout,
+    release: str,
+    python: str | None,
+    write: bool,
+    run_tests_too: bool = True,
+    log=print,
+) -> list[str]:
     """Every problem of the port (empty: it is in step, applies exactly and its CPU tests pass).
-    With `write`, results.json and REPORT.md are rewritten from this run instead of compared; without
-    the tests, REPORT.md is checked (or rewritten) against the recorded results.json."""
+    With `write`, results.json and REPORT.md are rewritten from this run instead of compared;
+    without the tests, REPORT.md is checked (or rewritten) against the recorded results.json."""
     from sglang_gemma4.stack import testenv
     from sglang_gemma4.stack.fetch import fetch_all
 
@@ -358,8 +455,10 @@ def check(layout: Layout, release: str, python: str | None, write: bool, run_tes
         if result.applies != "exactly":
             problems.append(f"{result.name} {result.applies}")
         elif run_tests_too and not result.ok:
-            problems.append(f"{result.name}: CPU tests on {release}: {result.tests}"
-                            + (f" (first error: {result.first_error})" if result.first_error else ""))
+            problems.append(
+                f"{result.name}: CPU tests on {release}: {result.tests}"
+                + (f" (first error: {result.first_error})" if result.first_error else "")
+            )
     drift = json.loads(drift_path.read_text()) if drift_path.is_file() else None
     main_names = list(Series.load(layout.patches_dir).names)
     results_file, report_file = port.directory / RESULTS, port.directory / REPORT
@@ -369,26 +468,39 @@ def check(layout: Layout, release: str, python: str | None, write: bool, run_tes
         # The patches' outcomes must be this run's; the environment notes may differ by machine
         # (another nearest version), so the report is compared with the recorded data's.
         if not write and (not recorded or recorded["patches"] != data["patches"]):
-            problems.append(f"{results_file.relative_to(layout.root)} differs from this run's outcomes: "
-                            f"make port-check PORT={release} WRITE=1, and commit it")
+            problems.append(
+                f"{results_file.relative_to(layout.root)} differs from this run's outcomes: "
+                f"make port-check PORT={release} WRITE=1, and commit it"
+            )
         if write:
             results_file.write_text(json.dumps(data, indent=1) + "\n")
             recorded = data
     elif recorded and [r["name"] for r in recorded["patches"]] != [r.name for r in results]:
-        problems.append(f"{results_file.relative_to(layout.root)} records other patches than the port's series: "
-                        f"make port-check PORT={release} WRITE=1 (with the tests)")
+        problems.append(
+            f"{results_file.relative_to(layout.root)} records other patches than the port's "
+            "series: "
+            f"make port-check PORT={release} WRITE=1 (with the tests)"
+        )
     if recorded is None:
-        problems.append(f"no {results_file.relative_to(layout.root)}: make port-check PORT={release} WRITE=1")
+        problems.append(
+            f"no {results_file.relative_to(layout.root)}: make port-check PORT={release} WRITE=1"
+        )
         return problems
     report = render_report(port, recorded, drift, main_names)
     if write:
         report_file.write_text(report)
-        log(f"port-check: wrote {report_file.relative_to(layout.root)}" + (" and its results.json" if run_tests_too else
-                                                                              " from the recorded results.json"))
+        log(
+            f"port-check: wrote {report_file.relative_to(layout.root)}"
+            + (" and its results.json" if run_tests_too else " from the recorded results.json")
+        )
     elif not report_file.is_file() or report_file.read_text() != report:
-        problems.append(f"{report_file.relative_to(layout.root)} is not the report of {port.directory.name}'s data: "
-                        f"make port-check PORT={release} WRITE=1 (TESTS=0 re-renders it from the recorded results), "
-                        "and commit it")
+        problems.append(
+            f"{report_file.relative_to(layout.root)} is not the report of {port.directory.name}'s "
+            "data: "
+            f"make port-check PORT={release} WRITE=1 (TESTS=0 re-renders it from the recorded "
+            "results), "
+            "and commit it"
+        )
     return problems
     data = results_data(results, env_notes)
     drift = json.loads(drift_path.read_text()) if drift_path.is_file() else None
@@ -397,15 +509,25 @@ def check(layout: Layout, release: str, python: str | None, write: bool, run_tes
     if write:
         results_file.write_text(json.dumps(data, indent=1) + "\n")
         report_file.write_text(render_report(port, data, drift, main_names))
-        log(f"port-check: wrote {results_file.relative_to(layout.root)} and {report_file.relative_to(layout.root)}")
+        log(
+            f"port-check: wrote {results_file.relative_to(layout.root)} and "
+            f"{report_file.relative_to(layout.root)}"
+        )
     else:
         # The patches' outcomes must be this run's; the environment notes may differ by machine
         # (another nearest version), so the report is compared with the recorded data's.
         recorded = json.loads(results_file.read_text()) if results_file.is_file() else None
         if not recorded or recorded["patches"] != data["patches"]:
-            problems.append(f"{results_file.relative_to(layout.root)} differs from this run's outcomes: "
-                            f"make port-check PORT={release} WRITE=1, and commit it")
-        elif not report_file.is_file() or report_file.read_text() != render_report(port, recorded, drift, main_names):
-            problems.append(f"{report_file.relative_to(layout.root)} is not the report of {port.directory.name}'s "
-                            f"data: make port-check PORT={release} WRITE=1, and commit it")
+            problems.append(
+                f"{results_file.relative_to(layout.root)} differs from this run's outcomes: "
+                f"make port-check PORT={release} WRITE=1, and commit it"
+            )
+        elif not report_file.is_file() or report_file.read_text() != render_report(
+            port, recorded, drift, main_names
+        ):
+            problems.append(
+                f"{report_file.relative_to(layout.root)} is not the report of "
+                f"{port.directory.name}'s "
+                f"data: make port-check PORT={release} WRITE=1, and commit it"
+            )
     return problems

@@ -17,8 +17,10 @@ def patch_table(series: Series) -> str:
     lines = ["| # | patch | subject | upstream status | kill switch |", "|---|---|---|---|---|"]
     for i, patch in enumerate(series.patches(), start=1):
         f = patch.fields
-        lines.append(f"| {i} | [{patch.name}](patches/{patch.name}) | {patch.subject} | "
-                     f"{f.get('Upstream-Status', '')} | {f.get('Kill-Switch', '')} |")
+        lines.append(
+            f"| {i} | [{patch.name}](patches/{patch.name}) | {patch.subject} | "
+            f"{f.get('Upstream-Status', '')} | {f.get('Kill-Switch', '')} |"
+        )
     return "\n".join(lines)
 
 
@@ -50,5 +52,8 @@ def update_readme(readme: Path, series: Series) -> None:
     replace_block(readme, BEGIN, END, patch_table(series))
     dropped = readme.parent / DROPPED_DOC
     dropped.parent.mkdir(exist_ok=True)
-    dropped.write_text("# Dropped patches\n\nPatches the series no longer carries, when and why (from the comments in "
-                       f"`patches/series`).\n\n{DROPPED_BEGIN}\n{dropped_table(series)}\n{DROPPED_END}\n")
+    dropped.write_text(
+        "# Dropped patches\n\nPatches the series no longer carries, when and why (from the "
+        "comments in "
+        f"`patches/series`).\n\n{DROPPED_BEGIN}\n{dropped_table(series)}\n{DROPPED_END}\n"
+    )

@@ -36,13 +36,26 @@ from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.pin import Pin, PinnedWheel
 from sglang_gemma4.stack.series import Series
 from sglang_gemma4.stack.testenv import TestEnv
-from sglang_gemma4.stack.worktree import (BRANCH, AppliedPatch, State, WorkTree, base_message, commit_directory, git_apply,
-                                          unpack_wheel)
+from sglang_gemma4.stack.worktree import (
+    BRANCH,
+    AppliedPatch,
+    State,
+    WorkTree,
+    base_message,
+    commit_directory,
+    git_apply,
+    unpack_wheel,
+)
 
 REBASE_STATE = "sglang-gemma4-rebase.json"
 CONFLICT_MARKER = re.compile(r"^(<<<<<<< |>>>>>>> )", re.M)
 # verdicts of the final report
-CLEAN, OFFSET, MERGED, RESOLVED = "clean", "refreshed (offsets)", "refreshed (3-way merge)", "resolved by hand"
+CLEAN, OFFSET, MERGED, RESOLVED = (
+    "clean",
+    "refreshed (offsets)",
+    "refreshed (3-way merge)",
+    "resolved by hand",
+)
 REUSED = "resolved by a recorded resolution"
 FORCED = "kept though it looked upstream"
 UPSTREAM_TEXT, UPSTREAM_TESTS = "already upstream (text)", "already upstream (tests)"
@@ -73,7 +86,9 @@ class Stop:
     kind: str  # "conflict", "upstream" or "tests"
     detail: str
     upstream: str = ""  # at a conflict: the already-upstream test check's outcome
-    tests_sha: str = ""  # the digest of its test files at the stop (a later edit is reported, or checked again)
+    tests_sha: str = (
+        ""  # the digest of its test files at the stop (a later edit is reported, or checked again)
+    )
 
 
 @dataclass
@@ -88,8 +103,12 @@ class RebaseState:
     taken: list[Taken] = field(default_factory=list)
     dropped: list[Dropped] = field(default_factory=list)
     stop: Stop | None = None
-    env_notes: list[str] = field(default_factory=list)  # how the tests' environment differs from the pins
-    env_pins: dict = field(default_factory=dict)  # the CPU environment's pins (test/requirements-cpu.txt)
+    env_notes: list[str] = field(
+        default_factory=list
+    )  # how the tests' environment differs from the pins
+    env_pins: dict = field(
+        default_factory=dict
+    )  # the CPU environment's pins (test/requirements-cpu.txt)
     check_upstream: bool = False  # run the tests-based upstream check before every patch
     repo_head: str = ""  # the repository's commit when the rebase started (tagged series/<old>)
     finishing: bool = False
@@ -113,7 +132,11 @@ class RebaseState:
 
     def current(self) -> Taken | None:
         """The patch at `position` when it is committed but its tests are not settled yet."""
-        if self.taken and self.position < len(self.patches) and self.taken[-1].name == self.patches[self.position]:
+        if (
+            self.taken
+            and self.position < len(self.patches)
+            and self.taken[-1].name == self.patches[self.position]
+        ):
             return self.taken[-1]
         return None
 
@@ -135,7 +158,9 @@ def pin_from_wheels(name: str, wheel_paths: list[Path]) -> Pin:
             raise StackError(f"{path.name} is not a {name} wheel")
         versions.add(version)
         digits = python_tag[2:]
-        wheels.append(PinnedWheel(python=f"{digits[0]}.{digits[1:]}", file=path.name, sha256=sha256_of(path)))
+        wheels.append(
+            PinnedWheel(python=f"{digits[0]}.{digits[1:]}", file=path.name, sha256=sha256_of(path))
+        )
     if len(versions) != 1:
         raise StackError(f"the wheels name different versions: {', '.join(sorted(versions))}")
     return Pin(name=name, version=versions.pop(), wheels=tuple(wheels))
@@ -147,7 +172,9 @@ def tests_pass_without(layout: Layout, tree: Path, patch: PatchFile, python: str
     run = patchtests.run_patch_tests(layout.root, tree, patch, python, patchtests.UPSTREAM_MARKERS)
     if run.verdict == patchtests.PASSED:
         return f"its tests pass without it ({run.summary()})"
-    if run.verdict == patchtests.FAILED:  # the first error tells a missing fix from a test the release broke
+    if (
+        run.verdict == patchtests.FAILED
+    ):  # the first error tells a missing fix from a test the release broke
         first = run.first_error.replace("|", "/")[:160]  # a cell of the report's table
         return f"no: its tests fail without it ({run.failed} failed; first error: {first})"
     if run.verdict in (patchtests.NO_TESTS, patchtests.NO_CPU_TESTS):
@@ -163,20 +190,26 @@ def upstream_by_tests(evidence: str) -> bool:
 def refuse_during_rebase(layout: Layout, command: str) -> None:
     """apply/refresh/new would rewrite the work tree or patches/ under a rebase's feet."""
     if Rebase(layout).in_progress():
-        raise StackError(f"a rebase is in progress in {layout.work_dir}: finish it with `make rebase-continue` "
-                         f"or `make rebase-abort` before `{command}`")
+        raise StackError(
+            f"a rebase is in progress in {layout.work_dir}: finish it with `make rebase-continue` "
+            f"or `make rebase-abort` before `{command}`"
+        )
 
 
 def check_start(layout: Layout, old: Pin, version: str, force: bool) -> None:
     """Everything a start needs that can be checked before any download."""
     if Rebase(layout).in_progress():
-        raise StackError(f"a rebase to {Rebase(layout).load().pin['version']} is in progress: "
-                         "`make rebase-continue` or `make rebase-abort` first")
+        raise StackError(
+            f"a rebase to {Rebase(layout).load().pin['version']} is in progress: "
+            "`make rebase-continue` or `make rebase-abort` first"
+        )
     if Version(version) == Version(old.version):
         raise StackError(f"the series is already on {old.requirement}")
     if Version(version) < Version(old.version) and not force:
-        raise StackError(f"{version} is older than the pinned {old.version}: moving back is refused "
-                         "(FORCE=1 / --force moves the series back all the same)")
+        raise StackError(
+            f"{version} is older than the pinned {old.version}: moving back is refused "
+            "(FORCE=1 / --force moves the series back all the same)"
+        )
     WorkTree(layout.work_dir).require_synced(Series.load(layout.patches_dir).patches())
 
 
@@ -208,8 +241,16 @@ class Rebase:
 
     # -- start, continue, abort ---------------------------------------------------------------
 
-    def start(self, old: Pin, new: Pin, wheels: list[Path], env: TestEnv | None, check_upstream: bool = False,
-              force: bool = False, repo_head: str = "") -> bool:
+    def start(
+        self,
+        old: Pin,
+        new: Pin,
+        wheels: list[Path],
+        env: TestEnv | None,
+        check_upstream: bool = False,
+        force: bool = False,
+        repo_head: str = "",
+    ) -> bool:
         """env None: no tests run (text checks only)."""
         check_start(self.layout, old, new.version, force)
         patches = Series.load(self.layout.patches_dir).patches()
@@ -225,14 +266,27 @@ class Rebase:
             base = commit_directory(self.work.git, Path(tmp), base_message(new, new.wheel()))
         self.work.git.run("tag", "-f", f"upstream/{new.version}", base)
         self.work.git.run("config", "rerere.enabled", "true")
-        state = RebaseState(pin={"name": new.name, "version": new.version, "wheels": [asdict(w) for w in new.wheels]},
-                            old=asdict(old_state), base=base, patches=[p.name for p in patches],
-                            python=env.python if env else "", run_tests=env is not None,
-                            env_notes=env.notes if env else ["tests not run (TESTS=0)"],
-                            env_pins=env.pins if env else {}, check_upstream=check_upstream, repo_head=repo_head)
+        state = RebaseState(
+            pin={
+                "name": new.name,
+                "version": new.version,
+                "wheels": [asdict(w) for w in new.wheels],
+            },
+            old=asdict(old_state),
+            base=base,
+            patches=[p.name for p in patches],
+            python=env.python if env else "",
+            run_tests=env is not None,
+            env_notes=env.notes if env else ["tests not run (TESTS=0)"],
+            env_pins=env.pins if env else {},
+            check_upstream=check_upstream,
+            repo_head=repo_head,
+        )
         self.save(state)  # from here on `make rebase-continue` resumes, whatever happens next
-        self.log(f"rebase: {old.requirement} -> {new.requirement}: {len(patches)} patches onto branch "
-                 f"{state.branch} in {self.work.path}\nrebase: {rebase_text.env_line(state)}")
+        self.log(
+            f"rebase: {old.requirement} -> {new.requirement}: {len(patches)} patches onto branch "
+            f"{state.branch} in {self.work.path}\nrebase: {rebase_text.env_line(state)}"
+        )
         return self._run(state)
 
     def resume(self, drop: bool = False, why: str = "", accept_failing: bool = False) -> bool:
@@ -242,7 +296,9 @@ class Rebase:
             return self._finish(state)
         if state.stop is None:
             if drop or accept_failing:
-                raise StackError("the rebase is not stopped at a patch: `make rebase-continue` alone resumes it")
+                raise StackError(
+                    "the rebase is not stopped at a patch: `make rebase-continue` alone resumes it"
+                )
             self.log(f"rebase: resuming at {rebase_text.where(state)} (interrupted)")
             return self._run(state)
         name = state.patches[state.position]
@@ -252,13 +308,15 @@ class Rebase:
             if kind != "tests":
                 raise StackError("ACCEPT_FAILING goes with a stop at failing tests")
             if not why.strip():
-                raise StackError("say why the failure is acceptable: ACCEPT_FAILING=1 WHY=\"...\"")
+                raise StackError('say why the failure is acceptable: ACCEPT_FAILING=1 WHY="..."')
             state.taken[-1].accepted = why
             self.log(f"rebase: going on with {name} although its tests fail: {why}")
             self._advance(state)
         elif drop:
             self._drop(state, patch, why)
-        elif kind == "upstream":  # kept: the stop stays recorded until the forced apply is committed
+        elif (
+            kind == "upstream"
+        ):  # kept: the stop stays recorded until the forced apply is committed
             self._clean_to(state.tip, patch)
             if not self._apply(state, patch, verdict_override=FORCED):
                 return False
@@ -271,8 +329,10 @@ class Rebase:
     def abort(self) -> None:
         state = self.load()
         if state.finishing:
-            raise StackError("the finish has begun writing the repository's files: `make rebase-continue` "
-                             "completes it (`make rebase-abort` would leave them half written)")
+            raise StackError(
+                "the finish has begun writing the repository's files: `make rebase-continue` "
+                "completes it (`make rebase-abort` would leave them half written)"
+            )
         old = state.old_state
         self.work.git.run("reset", "-q", "--hard", state.tip)
         self.work.git.run("clean", "-q", "-fd")
@@ -280,13 +340,16 @@ class Rebase:
         self.work.git.run("branch", "-D", state.branch, check=False)
         self.work.git.run("tag", "-d", f"upstream/{state.pin['version']}", check=False)
         self.state_file.unlink()
-        self.log(f"rebase: aborted; {self.work.path} is back on {BRANCH} at {old.head[:12]} "
-                 f"(sglang {old.version}); the repository was not changed")
+        self.log(
+            f"rebase: aborted; {self.work.path} is back on {BRANCH} at {old.head[:12]} "
+            f"(sglang {old.version}); the repository was not changed"
+        )
 
     # -- the loop -------------------------------------------------------------------------------
 
     def _run(self, state: RebaseState) -> bool:
-        """Apply and test the patches from state.position on; True when finished, False at a stop."""
+        """Apply and test the patches from state.position on; True when finished, False at a
+        stop."""
         self._on_branch(state)
         total = len(state.patches)
         while state.position < total:
@@ -329,10 +392,17 @@ class Rebase:
         if not evidence and state.check_upstream and state.run_tests:
             tested = tests_pass_without(self.layout, self.work.path, patch, state.python)
             self.log(f"rebase:   already upstream? {tested}")
-            evidence = f"{UPSTREAM_TESTS}: {tested} on {state.pin['version']}" if upstream_by_tests(tested) else ""
+            evidence = (
+                f"{UPSTREAM_TESTS}: {tested} on {state.pin['version']}"
+                if upstream_by_tests(tested)
+                else ""
+            )
         if evidence:
-            return self._stop(state, Stop("upstream", evidence),
-                              lambda s: rebase_text.upstream_message(s, patch.name, evidence))
+            return self._stop(
+                state,
+                Stop("upstream", evidence),
+                lambda s: rebase_text.upstream_message(s, patch.name, evidence),
+            )
         return self._apply(state, patch)
 
     def _upstream_text(self, state: RebaseState, patch: PatchFile) -> str:
@@ -354,25 +424,44 @@ class Rebase:
         result = git_apply(self.work.git, patch, "--index")
         if result.ok:
             verdict = OFFSET if result.offsets else CLEAN
-            return self._commit(state, patch, verdict_override or verdict, checks, "; ".join(result.offsets))
+            return self._commit(
+                state, patch, verdict_override or verdict, checks, "; ".join(result.offsets)
+            )
         upstream = ""
         if state.run_tests and not verdict_override:  # the tree is the tip, without the patch
             upstream = tests_pass_without(self.layout, self.work.path, patch, state.python)
-        merge = self.work.git.run("apply", "--index", "--3way", str(patch.path.resolve()), check=False)
+        merge = self.work.git.run(
+            "apply", "--index", "--3way", str(patch.path.resolve()), check=False
+        )
         if merge.returncode == 0:
-            if self.work.git.out("write-tree") == self.work.git.out("rev-parse", f"{state.tip}^{{tree}}"):
+            if self.work.git.out("write-tree") == self.work.git.out(
+                "rev-parse", f"{state.tip}^{{tree}}"
+            ):
                 if verdict_override:
-                    raise StackError(f"{patch.name} changes nothing on {state.pin['version']}: there is nothing "
-                                     "to keep; `make rebase-continue DROP=1` drops it")
+                    raise StackError(
+                        f"{patch.name} changes nothing on {state.pin['version']}: there is nothing "
+                        "to keep; `make rebase-continue DROP=1` drops it"
+                    )
                 evidence = f"{UPSTREAM_TEXT}: a 3-way merge leaves nothing to change"
-                return self._stop(state, Stop("upstream", evidence),
-                              lambda s: rebase_text.upstream_message(s, patch.name, evidence))
+                return self._stop(
+                    state,
+                    Stop("upstream", evidence),
+                    lambda s: rebase_text.upstream_message(s, patch.name, evidence),
+                )
             return self._commit(state, patch, verdict_override or MERGED, checks, "")
         if self._reuse_resolutions():
-            return self._commit(state, patch, REUSED, checks, "git rerere replayed an earlier resolution")
+            return self._commit(
+                state, patch, REUSED, checks, "git rerere replayed an earlier resolution"
+            )
         how = self._leave_conflict(patch)
-        stop = Stop("conflict", "\n".join(c.describe() for c in failed), upstream, self._tests_digest(patch))
-        return self._stop(state, stop, lambda s: rebase_text.conflict_message(s, self.work.path, patch, failed, how))
+        stop = Stop(
+            "conflict", "\n".join(c.describe() for c in failed), upstream, self._tests_digest(patch)
+        )
+        return self._stop(
+            state,
+            stop,
+            lambda s: rebase_text.conflict_message(s, self.work.path, patch, failed, how),
+        )
 
     def _reuse_resolutions(self) -> bool:
         """git rerere's recorded resolutions, replayed; True when they resolve every file."""
@@ -380,7 +469,11 @@ class Rebase:
         if not unmerged:
             return False
         self.work.git.run("rerere", check=False)
-        resolved = [f for f in unmerged if not CONFLICT_MARKER.search((self.work.path / f).read_text(errors="replace"))]
+        resolved = [
+            f
+            for f in unmerged
+            if not CONFLICT_MARKER.search((self.work.path / f).read_text(errors="replace"))
+        ]
         if resolved:
             self.work.git.run("add", "--", *resolved)
             self.log("rebase:   a recorded resolution resolved " + ", ".join(resolved))
@@ -392,17 +485,30 @@ class Rebase:
         to .rej files)."""
         unmerged = self._unmerged()
         if unmerged:
-            return "conflict markers (<<<<<<< ours / >>>>>>> theirs) in:\n" + "\n".join(f"    {f}" for f in unmerged)
+            return "conflict markers (<<<<<<< ours / >>>>>>> theirs) in:\n" + "\n".join(
+                f"    {f}" for f in unmerged
+            )
         self.work.git.run("apply", "--reject", str(patch.path.resolve()), check=False)
         rejects = self._rejects()
         if rejects:
-            return "rejected hunks in .rej files beside their targets:\n" + "\n".join(f"    {f}" for f in rejects)
+            return "rejected hunks in .rej files beside their targets:\n" + "\n".join(
+                f"    {f}" for f in rejects
+            )
         return "nothing: none of its files could be patched (port the change by hand)"
 
-    def _commit(self, state: RebaseState, patch: PatchFile, verdict: str, checks: list[HunkCheck],
-                detail: str, parent: str | None = None) -> bool:
+    def _commit(
+        self,
+        state: RebaseState,
+        patch: PatchFile,
+        verdict: str,
+        checks: list[HunkCheck],
+        detail: str,
+        parent: str | None = None,
+    ) -> bool:
         tree = self.work.git.out("write-tree")
-        commit = self.work.git.commit_tree(tree, parent or state.tip, patch.commit_message(), patch.fields.get("Author"))
+        commit = self.work.git.commit_tree(
+            tree, parent or state.tip, patch.commit_message(), patch.fields.get("Author")
+        )
         self.work.git.run("reset", "-q", "--hard", commit)
         failed = sum(not c.applies for c in checks)
         state.taken.append(Taken(patch.name, commit, verdict, len(checks), failed, detail))
@@ -412,8 +518,11 @@ class Rebase:
         return True
 
     def _test(self, state: RebaseState, patch: PatchFile, taken: Taken) -> bool:
-        """The patch's own tests on the work tree holding it; False (a stop) when they do not pass."""
-        if taken.tests and (taken.accepted or taken.tests not in (patchtests.FAILED, patchtests.COULD_NOT_RUN)):
+        """The patch's own tests on the work tree holding it; False (a stop) when they do not
+        pass."""
+        if taken.tests and (
+            taken.accepted or taken.tests not in (patchtests.FAILED, patchtests.COULD_NOT_RUN)
+        ):
             return True
         if not state.run_tests:
             taken.tests, taken.tests_detail = patchtests.NOT_RUN, "TESTS=0"
@@ -424,14 +533,19 @@ class Rebase:
         if run.ok:
             self.save(state)
             return True
-        return self._stop(state, Stop("tests", run.summary(), tests_sha=self._tests_digest(patch)),
-                          lambda s: rebase_text.tests_message(s, self.work.path, patch, run))
+        return self._stop(
+            state,
+            Stop("tests", run.summary(), tests_sha=self._tests_digest(patch)),
+            lambda s: rebase_text.tests_message(s, self.work.path, patch, run),
+        )
 
     def _tests_digest(self, patch: PatchFile) -> str:
         digest = hashlib.sha256()
         for test in patchtests.test_files(patch):
             path = self.layout.root / test
-            digest.update(test.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"") + b"\0")
+            digest.update(
+                test.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"") + b"\0"
+            )
         return digest.hexdigest()
 
     # -- what a maintainer's continue takes ----------------------------------------------------
@@ -442,9 +556,12 @@ class Rebase:
         untracked = [f for f in self._untracked() if not f.endswith(".rej")]
         strays = [f for f in untracked if f not in patch.files]
         if strays:
-            raise StackError("the work tree has new files the patch does not create:\n  " + "\n  ".join(strays)
-                             + f"\nDelete or move them, or `git -C {self.work.path} add FILE` to make one part of "
-                             "the patch, then `make rebase-continue` again")
+            raise StackError(
+                "the work tree has new files the patch does not create:\n  "
+                + "\n  ".join(strays)
+                + f"\nDelete or move them, or `git -C {self.work.path} add FILE` to make one "
+                "part of the patch, then `make rebase-continue` again"
+            )
         self.work.git.run("add", "-u")
         created = [f for f in untracked if f in patch.files]
         if created:
@@ -452,8 +569,11 @@ class Rebase:
         return created
 
     def _take_resolution(self, state: RebaseState, patch: PatchFile) -> None:
-        """Commit the resolved work tree as the patch, unless a conflict marker or .rej file is left."""
-        problems = [f"{f}: rejected hunks left (port them, then delete the file)" for f in self._rejects()]
+        """Commit the resolved work tree as the patch, unless a conflict marker or .rej file is
+        left."""
+        problems = [
+            f"{f}: rejected hunks left (port them, then delete the file)" for f in self._rejects()
+        ]
         self.work.git.run("rerere", check=False)  # remember this resolution for the next time
         self._stage(patch)
         changed = self.work.git.out("diff", "--cached", "--name-only", state.tip).splitlines()
@@ -464,10 +584,14 @@ class Rebase:
         if problems:
             raise StackError("the conflict is not resolved yet:\n  " + "\n  ".join(problems))
         if not changed:
-            raise StackError(f"the resolved tree changes nothing: `make rebase-continue DROP=1` drops {patch.name}")
+            raise StackError(
+                "the resolved tree changes nothing: `make rebase-continue DROP=1` drops "
+                f"{patch.name}"
+            )
         others = sorted(set(changed) - set(patch.files))
         details = ([f"also changes {', '.join(others)}"] if others else []) + (
-            [f"already upstream? {state.stop.upstream}"] if state.stop.upstream else [])
+            [f"already upstream? {state.stop.upstream}"] if state.stop.upstream else []
+        )
         checks = check_hunks(self.work.git, state.tip, patch, self._left_out(state))
         self._commit(state, patch, RESOLVED, checks, "; ".join(details))
 
@@ -479,7 +603,9 @@ class Rebase:
         self._stage(patch)
         if self.work.git.out("diff", "--cached", "--name-only", taken.commit):
             tree = self.work.git.out("write-tree")
-            taken.commit = self.work.git.commit_tree(tree, parent, patch.commit_message(), patch.fields.get("Author"))
+            taken.commit = self.work.git.commit_tree(
+                tree, parent, patch.commit_message(), patch.fields.get("Author")
+            )
             self.work.git.run("reset", "-q", "--hard", taken.commit)
             taken.verdict = f"{taken.verdict}, fixed by hand after its tests failed"
             self.log(f"rebase: your edits are now part of {patch.name}")
@@ -506,20 +632,27 @@ class Rebase:
         self.work.git.run("rerere", "clear", check=False)
         for path in self._rejects():
             (self.work.path / path).unlink()
-        state.dropped.append(Dropped(patch.name, f"{evidence}; {why}" if why else evidence, patchtests.test_files(patch)))
+        state.dropped.append(
+            Dropped(
+                patch.name, f"{evidence}; {why}" if why else evidence, patchtests.test_files(patch)
+            )
+        )
         self.log(f"rebase: dropped {patch.name}")
         self._advance(state)
 
     def _recheck_upstream(self, state: RebaseState, patch: PatchFile, stop: Stop) -> str:
         """A drop at a conflict after its tests were edited (adapted to the release): the
-        already-upstream check again, on the tip without the patch, so the evidence is the tests'."""
+        already-upstream check again, on the tip without the patch, so the evidence is the
+        tests'."""
         if not (state.run_tests and stop.tests_sha and stop.tests_sha != self._tests_digest(patch)):
             return "dropped at a conflict"
         self._clean_to(state.tip, patch)
         tested = tests_pass_without(self.layout, self.work.path, patch, state.python)
         self.log(f"rebase:   its tests were edited: already upstream? {tested}")
         if upstream_by_tests(tested):
-            return f"{UPSTREAM_TESTS}: {tested} on {state.pin['version']} (tests edited at the stop)"
+            return (
+                f"{UPSTREAM_TESTS}: {tested} on {state.pin['version']} (tests edited at the stop)"
+            )
         return f"dropped at a conflict (already upstream? {tested})"
 
     # -- helpers --------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
-"""Measured results as data: each run folder under benchmark_results/ holds a `result.json` beside its
-README, its raw files in one `raw.tar.xz`, and its plots as PNG. From the result.json files this
-package writes the folder index (benchmark_results/README.md), the README's current-results table and
-the `Bench:` line of every patch that has results (result_text.py), so that a quoted figure exists in
-one place only; result_archive.py packs the raw files and checks each figure against its source.
-This module reads and checks result.json.
+"""Measured results as data: each run folder under benchmark_results/ holds a `result.json` beside
+its README, its raw files in one `raw.tar.xz`, and its plots as PNG. From the result.json files this
+package writes the folder index (benchmark_results/README.md), the README's current-results table
+and the `Bench:` line of every patch that has results (result_text.py), so that a quoted figure
+exists in one place only; result_archive.py packs the raw files and checks each figure against its
+source. This module reads and checks result.json.
 
 result.json (every key required unless marked optional):
 
@@ -24,14 +24,15 @@ result.json (every key required unless marked optional):
                    "patches" (optional), "note" (optional)}
                 with one value, or two (baseline first: the ratio is the second over the first);
                 values are strings so that their precision is kept, or "refused" where the
-                server refused the workload (e.g. a prompt longer than its pool; the source says so); `source` is the raw file the
-                numbers are read from, "raw.tar.xz:INNER/PATH" or a plain file of the folder, or
-                {setup: file} where each value comes from its own file; a figure
-                whose source is README.md (quoted there, not found in a raw file) needs a `note`
-                saying where the README says it came from; `patches` names the patches whose
-                Bench: line quotes the figure
+                server refused the workload (e.g. a prompt longer than its pool; the source says
+                so); `source` is the raw file the numbers are read from, "raw.tar.xz:INNER/PATH" or
+                a plain file of the folder, or {setup: file} where each value comes from its own
+                file; a figure whose source is README.md (quoted there, not found in a raw file)
+                needs a `note` saying where the README says it came from; `patches` names the
+                patches whose Bench: line quotes the figure
 
-A source is cited as `raw.tar.xz:path/in/archive`; the same form is what a README uses for a raw file.
+A source is cited as `raw.tar.xz:path/in/archive`; the same form is what a README uses for a raw
+file.
 """
 
 import json
@@ -53,8 +54,18 @@ DECIMAL = re.compile(r"^-?\d+(\.\d+)?$")
 REFUSED = "refused"  # a value: the server refused the workload, nothing was measured
 VARIANT_NAMES = {"e2b": "E2B", "e4b": "E4B", "26b-a4b": "26B-A4B", "31b": "31B"}
 FIGURE_KEYS = {"variant", "workload", "metric", "unit", "values", "source", "patches", "note"}
-RUN_KEYS = {"summary", "valid", "measured", "gpu", "upstream", "series", "commands", "variants", "setups",
-            "figures"}
+RUN_KEYS = {
+    "summary",
+    "valid",
+    "measured",
+    "gpu",
+    "upstream",
+    "series",
+    "commands",
+    "variants",
+    "setups",
+    "figures",
+}
 
 
 @dataclass(frozen=True)
@@ -74,16 +85,22 @@ class Figure:
 
     @property
     def ratio(self) -> Decimal | None:
-        if len(self.values) != 2 or REFUSED in dict(self.values).values() or Decimal(self.values[0][1]) == 0:
+        if (
+            len(self.values) != 2
+            or REFUSED in dict(self.values).values()
+            or Decimal(self.values[0][1]) == 0
+        ):
             return None
         return Decimal(self.values[1][1]) / Decimal(self.values[0][1])
 
     def measure_text(self) -> str:
-        """`median TPOT 6.01 -> 4.31 ms (x0.717)`, or `launch to ready 137.1 s` for one setup; with a refused
-        side, `median TTFT refused -> 5012.3 ms` (each number with its unit)."""
+        """`median TPOT 6.01 -> 4.31 ms (x0.717)`, or `launch to ready 137.1 s` for one setup; with
+        a refused side, `median TTFT refused -> 5012.3 ms` (each number with its unit)."""
         if any(value == REFUSED for _, value in self.values):
-            return f"{self.metric} " + " -> ".join(value if value == REFUSED else f"{value} {self.unit}".rstrip()
-                                                   for _, value in self.values)
+            return f"{self.metric} " + " -> ".join(
+                value if value == REFUSED else f"{value} {self.unit}".rstrip()
+                for _, value in self.values
+            )
         numbers = " -> ".join(value for _, value in self.values)
         ratio = f" (x{self.ratio:.3f})" if self.ratio is not None else ""
         return f"{self.metric} {numbers} {self.unit}".rstrip() + ratio
@@ -138,31 +155,53 @@ def _figure(data: dict, setups: dict[str, str], where: str) -> Figure:
         raise StackError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(FIGURE_KEYS)})")
     values = _require(data, "values", dict, where)
     if len(values) not in (1, 2):
-        raise StackError(f"{where}: `values` holds one setup or two (baseline first), not {len(values)}")
+        raise StackError(
+            f"{where}: `values` holds one setup or two (baseline first), not {len(values)}"
+        )
     for setup, value in values.items():
         if setup not in setups:
-            raise StackError(f"{where}: setup {setup!r} is not in the run's `setups` ({', '.join(setups)})")
+            raise StackError(
+                f"{where}: setup {setup!r} is not in the run's `setups` ({', '.join(setups)})"
+            )
         if not isinstance(value, str) or not (DECIMAL.match(value) or value == REFUSED):
-            raise StackError(f"{where}: value of {setup!r} must be a decimal string such as \"4.31\" (or "
-                             f"\"{REFUSED}\"), got {value!r}")
+            raise StackError(
+                f'{where}: value of {setup!r} must be a decimal string such as "4.31" (or '
+                f'"{REFUSED}"), got {value!r}'
+            )
     source = data.get("source")
-    if isinstance(source, dict) and list(source) == list(values) and all(isinstance(v, str) for v in source.values()):
+    if (
+        isinstance(source, dict)
+        and list(source) == list(values)
+        and all(isinstance(v, str) for v in source.values())
+    ):
         sources = tuple(source.values())
     elif isinstance(source, str) and source:
         sources = (source,) * len(values)
     else:
-        raise StackError(f"{where}: `source` must be a file, or {{setup: file}} for the setups of `values`")
+        raise StackError(
+            f"{where}: `source` must be a file, or {{setup: file}} for the setups of `values`"
+        )
     figure = Figure(
-        variant=_require(data, "variant", str, where), workload=_require(data, "workload", str, where),
-        metric=_require(data, "metric", str, where), unit=data.get("unit"),
-        values=tuple(values.items()), sources=sources,
-        patches=tuple(data.get("patches", ())), note=data.get("note", ""))
+        variant=_require(data, "variant", str, where),
+        workload=_require(data, "workload", str, where),
+        metric=_require(data, "metric", str, where),
+        unit=data.get("unit"),
+        values=tuple(values.items()),
+        sources=sources,
+        patches=tuple(data.get("patches", ())),
+        note=data.get("note", ""),
+    )
     if not isinstance(figure.unit, str):
         raise StackError(f"{where}: `unit` must be a string (empty for a plain number)")
     if figure.variant not in VARIANT_NAMES:
-        raise StackError(f"{where}: variant {figure.variant!r} is not one of {', '.join(VARIANT_NAMES)}")
+        raise StackError(
+            f"{where}: variant {figure.variant!r} is not one of {', '.join(VARIANT_NAMES)}"
+        )
     if "README.md" in figure.sources and not figure.note:
-        raise StackError(f"{where}: a figure read from README.md needs a `note` saying where the README has it from")
+        raise StackError(
+            f"{where}: a figure read from README.md needs a `note` saying where the README has it "
+            "from"
+        )
     return figure
 
 
@@ -178,30 +217,54 @@ def load_run(folder: Path) -> Run:
     if not isinstance(data, dict):
         raise StackError(f"{where}: must hold one object")
     if set(data) != RUN_KEYS:
-        raise StackError(f"{where}: keys must be exactly {sorted(RUN_KEYS)}; missing "
-                         f"{sorted(RUN_KEYS - set(data))}, unknown {sorted(set(data) - RUN_KEYS)}")
+        raise StackError(
+            f"{where}: keys must be exactly {sorted(RUN_KEYS)}; missing "
+            f"{sorted(RUN_KEYS - set(data))}, unknown {sorted(set(data) - RUN_KEYS)}"
+        )
     measured = _require(data, "measured", str, where)
     if not MEASURED.match(measured) or not folder.name.startswith(measured[:10]):
-        raise StackError(f"{where}: `measured` must read 'YYYY-MM-DD[ HH:MM]' on the folder's date, got {measured!r}")
+        raise StackError(
+            f"{where}: `measured` must read 'YYYY-MM-DD[ HH:MM]' on the folder's date, got "
+            f"{measured!r}"
+        )
     gpu, series = _require(data, "gpu", dict, where), _require(data, "series", dict, where)
     upstream = _require(data, "upstream", str, where)
     versions = tuple(_require(series, "versions", list, f"{where}: series"))
-    bad = [v for v in versions if not re.match(rf"^{re.escape(upstream)}\+gemma4\.g[0-9a-f]{{10}}$", v)]
+    bad = [
+        v for v in versions if not re.match(rf"^{re.escape(upstream)}\+gemma4\.g[0-9a-f]{{10}}$", v)
+    ]
     if bad:
-        raise StackError(f"{where}: series versions must read '{upstream}+gemma4.g<10 hex>', got {bad}")
+        raise StackError(
+            f"{where}: series versions must read '{upstream}+gemma4.g<10 hex>', got {bad}"
+        )
     setups = _require(data, "setups", dict, where)
     if not isinstance(data["figures"], list):
-        raise StackError(f"{where}: `figures` must be a list (empty for a run that quotes no number)")
-    figures = tuple(_figure(f, setups, f"{where}: figures[{i}]") for i, f in enumerate(data["figures"]))
+        raise StackError(
+            f"{where}: `figures` must be a list (empty for a run that quotes no number)"
+        )
+    figures = tuple(
+        _figure(f, setups, f"{where}: figures[{i}]") for i, f in enumerate(data["figures"])
+    )
     if not isinstance(data["valid"], bool) or (figures and not data["valid"]):
-        raise StackError(f"{where}: `valid` must be true or false, and an invalid run quotes no figures")
+        raise StackError(
+            f"{where}: `valid` must be true or false, and an invalid run quotes no figures"
+        )
     return Run(
-        folder=folder, summary=_require(data, "summary", str, where), valid=data["valid"], measured=measured,
-        gpu=_require(gpu, "name", str, f"{where}: gpu"), gpu_count=_require(gpu, "count", int, f"{where}: gpu"),
-        gpu_source=_require(gpu, "source", str, f"{where}: gpu"), upstream=upstream, versions=versions,
+        folder=folder,
+        summary=_require(data, "summary", str, where),
+        valid=data["valid"],
+        measured=measured,
+        gpu=_require(gpu, "name", str, f"{where}: gpu"),
+        gpu_count=_require(gpu, "count", int, f"{where}: gpu"),
+        gpu_source=_require(gpu, "source", str, f"{where}: gpu"),
+        upstream=upstream,
+        versions=versions,
         versions_sources=tuple(_require(series, "sources", list, f"{where}: series")),
-        commands=tuple(_require(data, "commands", list, where)), variants=tuple(_require(data, "variants", list, where)),
-        setups=setups, figures=figures)
+        commands=tuple(_require(data, "commands", list, where)),
+        variants=tuple(_require(data, "variants", list, where)),
+        setups=setups,
+        figures=figures,
+    )
 
 
 def run_folders(results_dir: Path) -> list[Path]:
@@ -213,4 +276,6 @@ def load_runs(results_dir: Path) -> list[Run]:
     missing = [p.name for p in run_folders(results_dir) if not (p / RESULT_FILE).is_file()]
     if missing:
         raise StackError(f"{results_dir}: no {RESULT_FILE} in {', '.join(missing)}")
-    return sorted((load_run(p) for p in run_folders(results_dir)), key=lambda r: (r.measured, r.name))
+    return sorted(
+        (load_run(p) for p in run_folders(results_dir)), key=lambda r: (r.measured, r.name)
+    )

@@ -7,10 +7,11 @@ from pathlib import Path
 from sglang_gemma4.stack.errors import StackError
 from sglang_gemma4.stack.patchfile import SERIES_NAME, PatchFile
 
-
 # A patch that left the series stays named in a comment, with the release and the reason:
 #   # 0007-slug.patch: dropped in the move to sglang 0.5.17: <why, and where upstream does it>
-DROPPED = re.compile(r"^#\s*(\d{4}-[a-z0-9-]+\.patch): dropped (in the move to|on) sglang (\S+): (\S.*)$")
+DROPPED = re.compile(
+    r"^#\s*(\d{4}-[a-z0-9-]+\.patch): dropped (in the move to|on) sglang (\S+): (\S.*)$"
+)
 NAMES_A_PATCH = re.compile(r"^#\s*\d{4}-\S*\.patch\b")
 
 
@@ -79,8 +80,11 @@ class Series:
                 problems.append(f"patches/{path.name} is not listed in patches/series")
         dropped, malformed = read_dropped(self.patches_dir / "series")
         for line in malformed:
-            problems.append(f"series: a comment naming a patch must read '# NNNN-slug.patch: dropped in the move "
-                            f"to sglang X: why' (or 'dropped on sglang X: why'): {line[:80]}")
+            problems.append(
+                "series: a comment naming a patch must read '# NNNN-slug.patch: dropped in the "
+                "move "
+                f"to sglang X: why' (or 'dropped on sglang X: why'): {line[:80]}"
+            )
         for entry in dropped:
             if entry.name in seen:
                 problems.append(f"series: {entry.name} is listed and also named as dropped")

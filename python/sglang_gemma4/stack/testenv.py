@@ -54,8 +54,12 @@ def wheel_pins(wheel: Path, python: str) -> dict[str, str]:
     with zipfile.ZipFile(wheel) as zf:
         (metadata,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
         text = zf.read(metadata).decode()
-    env = default_environment() | {"sys_platform": "linux", "platform_machine": "x86_64",
-                                   "python_version": python, "extra": ""}
+    env = default_environment() | {
+        "sys_platform": "linux",
+        "platform_machine": "x86_64",
+        "python_version": python,
+        "extra": "",
+    }
     pins = {}
     for line in text.splitlines():
         if not line.startswith("Requires-Dist:"):
@@ -80,11 +84,19 @@ def _key(version: str) -> tuple:
 def nearest(wanted: str, versions: list[str]) -> str:
     """The version closest to `wanted`, major first, then minor, then micro (the newer on a tie)."""
     target = _key(wanted)
-    return min(versions, key=lambda v: (tuple(abs(a - b) for a, b in zip(_key(v), target)), [-x for x in _key(v)]))
+    return min(
+        versions,
+        key=lambda v: (tuple(abs(a - b) for a, b in zip(_key(v), target)), [-x for x in _key(v)]),
+    )
 
 
-def plan(requirements_text: str, release_pins: dict[str, str], release: str,
-         available: Callable[[str], list[str]] | None, keep: dict[str, str] | None = None) -> EnvPlan:
+def plan(
+    requirements_text: str,
+    release_pins: dict[str, str],
+    release: str,
+    available: Callable[[str], list[str]] | None,
+    keep: dict[str, str] | None = None,
+) -> EnvPlan:
     """The pins of the release's CPU environment (see the module's doc).  `keep` names packages
     that stay at requirements-cpu.txt's version whatever the release pins, each with the reason
     (e.g. no CPU build of the release's torch): the reason is one of the notes."""
@@ -98,8 +110,10 @@ def plan(requirements_text: str, release_pins: dict[str, str], release: str,
         wanted = release_pins.get(canonicalize_name(name), current)
         if canonicalize_name(name) in keep:
             if wanted != current:
-                result.notes.append(f"{name} {current} instead of {wanted} ({release} pins {wanted}; "
-                                    f"{keep[canonicalize_name(name)]})")
+                result.notes.append(
+                    f"{name} {current} instead of {wanted} ({release} pins {wanted}; "
+                    f"{keep[canonicalize_name(name)]})"
+                )
             result.pins[name] = current
             continue
         chosen = wanted
@@ -108,7 +122,9 @@ def plan(requirements_text: str, release_pins: dict[str, str], release: str,
             chosen = nearest(wanted, versions)
             asker = release if canonicalize_name(name) in release_pins else REQUIREMENTS
             asked = f"{asker} pins {wanted}"
-            result.notes.append(f"{name} {chosen} instead of {wanted} ({asked}; pip finds no {wanted} here)")
+            result.notes.append(
+                f"{name} {chosen} instead of {wanted} ({asked}; pip finds no {wanted} here)"
+            )
         result.pins[name] = chosen
     return result
 
@@ -116,9 +132,26 @@ def plan(requirements_text: str, release_pins: dict[str, str], release: str,
 def pip_versions(python: str, name: str) -> list[str]:
     """The versions of `name` pip can install here (its configured indexes and find-links)."""
     with tempfile.TemporaryDirectory() as tmp:
-        proc = subprocess.run([python, "-m", "pip", "download", "--no-deps", "--dest", tmp, "--retries", "0",
-                               "--timeout", "15", "--progress-bar", "off", f"{name}==0.0.0.dev0"],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [
+                python,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--dest",
+                tmp,
+                "--retries",
+                "0",
+                "--timeout",
+                "15",
+                "--progress-bar",
+                "off",
+                f"{name}==0.0.0.dev0",
+            ],
+            capture_output=True,
+            text=True,
+        )
     match = FROM_VERSIONS.search(proc.stderr)
     if not match or match.group(1).strip() == "none":
         return []
@@ -130,21 +163,32 @@ def env_dir(layout: Layout, release: str, python_version: str) -> Path:
 
 
 def python_version(python: str) -> str:
-    return subprocess.run([python, "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [python, "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def load(directory: Path) -> TestEnv | None:
     """The environment cached at `directory`; its interpreter is the one found there, not the path
-    stamped at its build (.cache/testenv/ is shared by checkouts through a link, and outlives them)."""
+    stamped at its build (.cache/testenv/ is shared by checkouts through a link, and outlives
+    them)."""
     stamp = directory / STAMP
     if not stamp.is_file():
         return None
     return TestEnv(**json.loads(stamp.read_text()) | {"python": str(directory / "bin" / "python")})
 
 
-def ensure(layout: Layout, release: str, wheel: Path, base_python: str = sys.executable, log=print,
-           keep: dict[str, str] | None = None) -> TestEnv:
+def ensure(
+    layout: Layout,
+    release: str,
+    wheel: Path,
+    base_python: str = sys.executable,
+    log=print,
+    keep: dict[str, str] | None = None,
+) -> TestEnv:
     """The release's CPU environment, built first if it is not cached (atomically: a partial
     environment never sits at its final path).  `keep`: see plan()."""
     version = python_version(base_python)
@@ -154,8 +198,13 @@ def ensure(layout: Layout, release: str, wheel: Path, base_python: str = sys.exe
         return cached
     requirements = (layout.root / REQUIREMENTS).read_text()
     log(f"test env: planning the CPU environment of sglang {release} (Python {version}) ...")
-    env_plan = plan(requirements, wheel_pins(wheel, version), f"sglang {release}",
-                    lambda name: pip_versions(base_python, name), keep)
+    env_plan = plan(
+        requirements,
+        wheel_pins(wheel, version),
+        f"sglang {release}",
+        lambda name: pip_versions(base_python, name),
+        keep,
+    )
     for note in env_plan.notes:
         log(f"test env: {note}")
     partial = directory.with_name(directory.name + ".partial")
@@ -167,9 +216,13 @@ def ensure(layout: Layout, release: str, wheel: Path, base_python: str = sys.exe
     proc = subprocess.run([str(build), base_python, str(partial), str(req_file)], cwd=layout.root)
     if proc.returncode != 0:
         shutil.rmtree(partial, ignore_errors=True)
-        raise StackError(f"building the CPU test environment of sglang {release} failed (pip's output above); "
-                         "TESTS=0 runs the rebase without tests, REBASE_PYTHON=... names an interpreter to use")
-    env = TestEnv(python=str(directory / "bin" / "python"), notes=env_plan.notes, pins=env_plan.pins)
+        raise StackError(
+            f"building the CPU test environment of sglang {release} failed (pip's output above); "
+            "TESTS=0 runs the rebase without tests, REBASE_PYTHON=... names an interpreter to use"
+        )
+    env = TestEnv(
+        python=str(directory / "bin" / "python"), notes=env_plan.notes, pins=env_plan.pins
+    )
     (partial / STAMP).write_text(json.dumps(asdict(env), indent=1) + "\n")
     shutil.rmtree(directory, ignore_errors=True)
     partial.rename(directory)
@@ -178,5 +231,11 @@ def ensure(layout: Layout, release: str, wheel: Path, base_python: str = sys.exe
 
 def given(python: str) -> TestEnv:
     """An interpreter the maintainer named (REBASE_PYTHON / --python): used as it is."""
-    return TestEnv(python=python, notes=[f"{python} was named for the tests; its packages were not checked "
-                                         "against the release's pins"], pins={})
+    return TestEnv(
+        python=python,
+        notes=[
+            f"{python} was named for the tests; its packages were not checked "
+            "against the release's pins"
+        ],
+        pins={},
+    )

@@ -30,8 +30,23 @@ def run_tests(root: Path, tree: Path, tests: list[str], python: str) -> Outcome:
     with tempfile.TemporaryDirectory() as tmp:
         junit = Path(tmp) / "junit.xml"
         env = dict(os.environ, **{TREE_ENV: str(tree), "PYTHONDONTWRITEBYTECODE": "1"})
-        subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not gpu",
-                        f"--junitxml={junit}", *tests], cwd=root, env=env, capture_output=True)
+        subprocess.run(
+            [
+                python,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-m",
+                "not gpu",
+                f"--junitxml={junit}",
+                *tests,
+            ],
+            cwd=root,
+            env=env,
+            capture_output=True,
+        )
         if not junit.is_file():
             return Outcome(0, 1, 0)
         suites = ET.parse(junit).getroot()
@@ -43,8 +58,9 @@ def run_tests(root: Path, tree: Path, tests: list[str], python: str) -> Outcome:
         return Outcome(total - failed - skipped, failed, skipped)
 
 
-def verify_tests(root: Path, work: WorkTree, patches: list[PatchFile], python: str = sys.executable,
-                 log=print) -> bool:
+def verify_tests(
+    root: Path, work: WorkTree, patches: list[PatchFile], python: str = sys.executable, log=print
+) -> bool:
     state = work.require_synced(patches)
     commits = state.commits
     rows, all_ok = [], True

@@ -27,7 +27,10 @@ COMPILED_SUFFIXES = (".so",)  # built per Python version; `build` takes them fro
 IGNORED_IN_WORK_TREE = ("__pycache__/", "*.pyc", "*.so")
 OFFSET = re.compile(r"Hunk #(\d+) succeeded at (\d+) \(offset (-?\d+) lines?\)")
 FAILED_HUNK = re.compile(r"error: patch failed: (\S+):(\d+)")
-FILE_ERROR = re.compile(r"error: (\S+): (No such file or directory|does not exist in index|already exists in (?:index|working directory))")
+FILE_ERROR = re.compile(
+    r"error: (\S+): (No such file or directory|does not exist in index|already exists in "
+    r"(?:index|working directory))"
+)
 
 
 @dataclass
@@ -84,14 +87,16 @@ def explain_failure(patch: PatchFile, stderr: str) -> str:
 
 def git_apply(git: Git, patch: PatchFile, *mode: str) -> ApplyResult:
     """git apply with no fuzz (git never fuzzes); offsets are reported, rejects never written."""
-    proc = git.run("apply", *mode, "--verbose", "--whitespace=nowarn", str(patch.path.resolve()), check=False)
+    proc = git.run(
+        "apply", *mode, "--verbose", "--whitespace=nowarn", str(patch.path.resolve()), check=False
+    )
     if proc.returncode != 0:
         return ApplyResult(patch, ok=False, error=explain_failure(patch, proc.stderr))
     current = None
     offsets = []
     for line in proc.stderr.splitlines():
         if line.startswith("Checking patch "):
-            current = line[len("Checking patch "):].rstrip(".")
+            current = line[len("Checking patch ") :].rstrip(".")
         match = OFFSET.match(line)
         if match:
             offsets.append(f"{current} hunk #{match.group(1)}: offset {match.group(3)} lines")
@@ -101,8 +106,11 @@ def git_apply(git: Git, patch: PatchFile, *mode: str) -> ApplyResult:
 def unpack_wheel(wheel_path: Path, dest: Path) -> None:
     """Unpack a wheel (with `wheel unpack`) into dest/python/<top-level>, minus compiled modules."""
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "-m", "wheel", "unpack", "-d", tmp, str(wheel_path)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "wheel", "unpack", "-d", tmp, str(wheel_path)],
+            check=True,
+            capture_output=True,
+        )
         (unpacked,) = Path(tmp).iterdir()
         target = dest / "python"
         target.mkdir(parents=True, exist_ok=True)
@@ -124,9 +132,11 @@ def commit_directory(git: Git, directory: Path, message: str) -> str:
 
 
 def base_message(pin: Pin, wheel: PinnedWheel) -> str:
-    return (f"{pin.name} {pin.version} (pristine upstream)\n\n"
-            f"Unpacked from the pinned wheel; compiled modules left out.\n\n"
-            f"Upstream-Wheel: {wheel.file}\nUpstream-Sha256: {wheel.sha256}\n")
+    return (
+        f"{pin.name} {pin.version} (pristine upstream)\n\n"
+        f"Unpacked from the pinned wheel; compiled modules left out.\n\n"
+        f"Upstream-Wheel: {wheel.file}\nUpstream-Sha256: {wheel.sha256}\n"
+    )
 
 
 class WorkTree:
@@ -175,10 +185,24 @@ class WorkTree:
         git.run("read-tree", "HEAD")
         git.run("update-index", "-q", "--refresh", check=False)
         git.run("tag", "-f", f"upstream/{pin.version}", base)
-        Path(partial / ".git" / STATE_FILE).write_text(json.dumps(asdict(State(
-            version=pin.version, wheel_file=wheel.file, wheel_sha256=wheel.sha256, base=base)), indent=1))
+        Path(partial / ".git" / STATE_FILE).write_text(
+            json.dumps(
+                asdict(
+                    State(
+                        version=pin.version,
+                        wheel_file=wheel.file,
+                        wheel_sha256=wheel.sha256,
+                        base=base,
+                    )
+                ),
+                indent=1,
+            )
+        )
         partial.rename(self.path)
-        log(f"apply: base commit {base[:12]} = {pin.requirement} pristine (tag upstream/{pin.version})")
+        log(
+            f"apply: base commit {base[:12]} = {pin.requirement} pristine (tag "
+            f"upstream/{pin.version})"
+        )
 
     # -- checks ---------------------------------------------------------------------------------
 
@@ -189,18 +213,26 @@ class WorkTree:
         return self.git.out("rev-parse", "HEAD")
 
     def require_synced(self, patches: list[PatchFile]) -> State:
-        """The state of a work tree that is exactly the series: clean, nothing extra, nothing stale."""
+        """The state of a work tree that is exactly the series: clean, nothing extra, nothing
+        stale."""
         state = self.require().load_state()
         dirty = self.local_changes()
         if dirty:
-            raise StackError(f"{self.path} has uncommitted changes ({len(dirty)} paths, e.g. {dirty[0].strip()}):"
-                             " commit and `make refresh`, or `make new`, first")
+            raise StackError(
+                f"{self.path} has uncommitted changes ({len(dirty)} paths, e.g. "
+                f"{dirty[0].strip()}):"
+                " commit and `make refresh`, or `make new`, first"
+            )
         if self.head() != state.head:
-            raise StackError(f"{self.path}: HEAD is not the last applied patch; `make refresh` exports "
-                             "commits you made, `make apply` re-syncs")
+            raise StackError(
+                f"{self.path}: HEAD is not the last applied patch; `make refresh` exports "
+                "commits you made, `make apply` re-syncs"
+            )
         expected = [(p.name, p.sha256) for p in patches]
         if [(a.name, a.sha256) for a in state.applied] != expected:
-            raise StackError(f"{self.path} does not hold the current patches/series: run `make apply`")
+            raise StackError(
+                f"{self.path} does not hold the current patches/series: run `make apply`"
+            )
         return state
 
     # -- apply ----------------------------------------------------------------------------------
@@ -213,17 +245,29 @@ class WorkTree:
         """
         state = self.load_state()
         if state.version != pin.version or state.wheel_sha256 not in {w.sha256 for w in pin.wheels}:
-            raise StackError(f"{self.path} was made from {state.wheel_file}, not the pin ({pin.requirement}); "
-                             "move it away (or `make clean-work`) and re-run")
+            raise StackError(
+                f"{self.path} was made from {state.wheel_file}, not the pin ({pin.requirement}); "
+                "move it away (or `make clean-work`) and re-run"
+            )
         stamp = time.strftime("%Y%m%d-%H%M%S")
         dirty = self.local_changes()
         if dirty:
             if not force:
                 raise StackError(
-                    f"{self.path} has uncommitted changes ({len(dirty)} paths, e.g. {dirty[0].strip()}).\n"
-                    "Keep them with `git commit` + `make refresh` or `make new`, or re-run with FORCE=1 "
-                    "(stashes them with `git stash`).")
-            self.git.run("stash", "push", "-q", "--include-untracked", "-m", f"sglang-gemma4 apply --force {stamp}")
+                    f"{self.path} has uncommitted changes ({len(dirty)} paths, e.g. "
+                    f"{dirty[0].strip()}).\n"
+                    "Keep them with `git commit` + `make refresh` or `make new`, or re-run with "
+                    "FORCE=1 "
+                    "(stashes them with `git stash`)."
+                )
+            self.git.run(
+                "stash",
+                "push",
+                "-q",
+                "--include-untracked",
+                "-m",
+                f"sglang-gemma4 apply --force {stamp}",
+            )
             log(f"apply: stashed {len(dirty)} uncommitted paths (git -C {self.path} stash list)")
         head = self.head()
         if head not in state.commits:
@@ -231,7 +275,8 @@ class WorkTree:
                 raise StackError(
                     f"{self.path}: HEAD {head[:12]} has commits that no patch file holds.\n"
                     "Export them with `make refresh` (or `make new`), or re-run with FORCE=1 "
-                    "(keeps them on a backup branch).")
+                    "(keeps them on a backup branch)."
+                )
             self.git.run("branch", f"backup/{stamp}", head)
             log(f"apply: kept your commits on branch backup/{stamp}")
             self.git.run("reset", "-q", "--hard", state.head)
@@ -239,8 +284,10 @@ class WorkTree:
         state.applied = state.applied[: state.commits.index(head)]
 
         keep = 0
-        while (keep < min(len(state.applied), len(patches))
-               and (state.applied[keep].name, state.applied[keep].sha256) == (patches[keep].name, patches[keep].sha256)):
+        while keep < min(len(state.applied), len(patches)) and (
+            state.applied[keep].name,
+            state.applied[keep].sha256,
+        ) == (patches[keep].name, patches[keep].sha256):
             keep += 1
         if keep < len(state.applied):
             stale = ", ".join(a.name for a in state.applied[keep:])
@@ -255,15 +302,21 @@ class WorkTree:
         for i, patch in enumerate(todo, start=keep + 1):
             result = git_apply(self.git, patch, "--index")
             if not result.ok:
-                raise StackError(f"patch {i}/{len(patches)} {patch.name} does not apply to {pin.requirement}:\n"
-                                 f"{result.error}\nThe work tree stays at the last good patch "
-                                 f"({state.applied[-1].name if state.applied else 'the pristine base'}).")
+                raise StackError(
+                    f"patch {i}/{len(patches)} {patch.name} does not apply to {pin.requirement}:\n"
+                    f"{result.error}\nThe work tree stays at the last good patch "
+                    f"({state.applied[-1].name if state.applied else 'the pristine base'})."
+                )
             tree = self.git.out("write-tree")
-            commit = self.git.commit_tree(tree, state.head, patch.commit_message(), patch.fields.get("Author"))
+            commit = self.git.commit_tree(
+                tree, state.head, patch.commit_message(), patch.fields.get("Author")
+            )
             self.git.run("update-ref", "HEAD", commit)
             state.applied.append(AppliedPatch(patch.name, patch.sha256, commit))
             self.save_state(state)
-            note = f" (with {'; '.join(result.offsets)}: run `make refresh`)" if result.offsets else ""
+            note = (
+                f" (with {'; '.join(result.offsets)}: run `make refresh`)" if result.offsets else ""
+            )
             log(f"apply: [{i}/{len(patches)}] {patch.name}: {patch.subject}{note}")
         return state
 
