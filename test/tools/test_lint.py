@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from stack_helpers import REPO
 
+from sglang_gemma4.stack import dropped as dropped_toml
 from sglang_gemma4.stack import subjects
 from sglang_gemma4.stack.lint import lint, lint_patch
 from sglang_gemma4.stack.patchfile import PatchFile
@@ -125,40 +126,71 @@ def test_consistent_series_has_no_problems(root):
     assert lint(Series.load(root / "patches"), root) == []
 
 
-def test_dropped_patches_are_read_from_the_series_comments(root):
+DROPPED = """\
+# the patches the series no longer carries
+["0005-old.patch"]
+release = "0.5.17"
+moved = true
+kind = "upstream"
+why = "upstream does it in srt/x.py f()"
+evidence = []
+
+["0020-gone.patch"]
+release = "0.5.12"
+moved = false
+kind = "no gain"
+why = "measured, no gain"
+evidence = ["test/t.py"]
+"""
+
+
+def test_dropped_patches_are_read_from_dropped_toml(root):
     (root / "patches" / "0010-a.patch").write_text(GOOD)
-    (root / "patches" / "series").write_text(
-        "# the stack\n"
-        "# 0005-old.patch: dropped in the move to sglang 0.5.17: upstream does it in srt/x.py f()\n"
-        "0010-a.patch\n"
-        "# 0020-gone.patch: dropped on sglang 0.5.12: measured, no gain\n"
-    )
+    (root / "patches" / "series").write_text("# the stack\n0010-a.patch\n")
+    (root / "patches" / dropped_toml.DROPPED_FILE).write_text(DROPPED)
     series = Series.load(root / "patches")
-    assert series.problems() == []
-    assert [(d.name, d.release, d.moved, d.why) for d in series.dropped()] == [
-        ("0005-old.patch", "0.5.17", True, "upstream does it in srt/x.py f()"),
-        ("0020-gone.patch", "0.5.12", False, "measured, no gain"),
+    assert lint(series, root) == []
+    assert [(d.name, d.when, d.kind, d.why, d.evidence) for d in series.dropped()] == [
+        (
+            "0005-old.patch",
+            "in the move to 0.5.17",
+            "upstream",
+            "upstream does it in srt/x.py f()",
+            (),
+        ),
+        ("0020-gone.patch", "on 0.5.12", "no gain", "measured, no gain", ("test/t.py",)),
     ]
 
 
+def test_a_rebase_adds_dropped_patches_once(root):
+    (root / "patches" / dropped_toml.DROPPED_FILE).write_text(DROPPED)
+    entry = dropped_toml.DroppedPatch("0030-new.patch", "0.5.18", True, "conflict", 'a "why"')
+    dropped_toml.add(root / "patches", [entry])
+    text = (root / "patches" / dropped_toml.DROPPED_FILE).read_text()
+    assert text.startswith(DROPPED) and dropped_toml.load(root / "patches")[-1] == entry
+    dropped_toml.add(root / "patches", [entry])
+    assert (root / "patches" / dropped_toml.DROPPED_FILE).read_text() == text
+
+
 @pytest.mark.parametrize(
-    "comment, expected",
+    "series, dropped, expected",
     [
         (
-            "# 0005-old.patch: dropped: upstream has it",
-            "a comment naming a patch must read",
-        ),  # no release
-        ("# 0005-old.patch removed", "a comment naming a patch must read"),
-        (
-            "# 0010-a.patch: dropped on sglang 0.5.12: but still listed",
-            "0010-a.patch is listed and also named as dropped",
+            "# 0005-old.patch: dropped on sglang 0.5.12: measured, no gain\n",
+            "",
+            "a dropped patch goes in patches/dropped.toml, not in a comment",
         ),
+        ("", DROPPED.replace('kind = "upstream"', 'kind = "gone"'), "kind must be one of"),
+        ("", DROPPED.replace("evidence = []\n", ""), "must have exactly the fields"),
+        ("", DROPPED.replace("0005-old", "0010-a"), "0010-a.patch is listed and also dropped"),
+        ("", DROPPED.replace("test/t.py", "nowhere"), "evidence nowhere does not exist"),
     ],
 )
-def test_a_dropped_patch_comment_out_of_form_is_a_problem(root, comment, expected):
+def test_a_dropped_patch_out_of_form_is_a_problem(root, series, dropped, expected):
     (root / "patches" / "0010-a.patch").write_text(GOOD)
-    (root / "patches" / "series").write_text(f"0010-a.patch\n{comment}\n")
-    problems = Series.load(root / "patches").problems()
+    (root / "patches" / "series").write_text(f"0010-a.patch\n{series}")
+    (root / "patches" / dropped_toml.DROPPED_FILE).write_text(dropped)
+    problems = lint(Series.load(root / "patches"), root)
     assert any(expected in p for p in problems), problems
 
 

@@ -12,6 +12,7 @@ import pytest
 from stack_helpers import make_patch, replace_line
 from test_results import make_run
 
+from sglang_gemma4.stack import dropped as dropped_toml
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.pin import Pin
 from sglang_gemma4.stack.readme_table import BEGIN, DROPPED_BEGIN, DROPPED_END, END
@@ -205,16 +206,19 @@ def test_upstream_by_text_is_proposed_and_dropped(checkout, up, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not (checkout.layout.patches_dir / "0010-landed.patch").exists()
     series = checkout.layout.series_file.read_text()
-    assert (
-        f"# 0010-landed.patch: dropped in the move to sglang {NEW_VERSION}: already upstream (text)"
-        in series
+    assert "0010-landed.patch" not in series and "0020-clean.patch" in series
+    (landed,) = dropped_toml.load(checkout.layout.patches_dir)
+    assert (landed.name, landed.when, landed.kind) == (
+        "0010-landed.patch",
+        f"in the move to {NEW_VERSION}",
+        "upstream",
     )
-    assert series.splitlines()[1].endswith("; global_config.py has it")
-    assert "0020-clean.patch" in series.split("dropped")[-1]
-    dropped = (
-        checkout.root / "docs" / "dropped-patches.md"
-    ).read_text()  # generated from that comment
-    assert f"| 0010-landed | in the move to {NEW_VERSION} | already upstream (text)" in dropped
+    assert landed.why.startswith("already upstream (text)")
+    assert landed.why.endswith("; global_config.py has it")
+    dropped = (checkout.root / "docs" / "dropped-patches.md").read_text()  # generated from it
+    assert f"| 0010-landed | in the move to {NEW_VERSION} | upstream | already upstream (text)" in (
+        dropped
+    )
     readme = (checkout.root / "README.md").read_text()
     assert f"No run on sglang {NEW_VERSION} yet" in readme  # the results table too
 

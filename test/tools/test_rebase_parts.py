@@ -7,6 +7,7 @@ from pathlib import Path
 
 from stack_helpers import REPO
 
+from sglang_gemma4.stack import dropped as dropped_toml
 from sglang_gemma4.stack import patchtests, rebase_finish, testenv
 from sglang_gemma4.stack.pin import Pin
 
@@ -100,18 +101,24 @@ def test_finish_edits_the_prose_but_not_generated_tables_or_drop_comments(tmp_pa
     assert "| sglang 0.5.17, series g1 |" in readme.read_text()
     assert left == ["torch 2.11 is newest for 0.5.17."]
     series = tmp_path / "series"
-    series.write_text(
-        "# stack on sglang 0.5.17\n# 0001-a.patch: dropped in the move to sglang 0.5.17: "
-        "x\n0002-b.patch\n"
+    series.write_text("# stack on sglang 0.5.17\n0001-a.patch\n0002-b.patch\n")
+    rebase_finish.update_series(
+        series, {"0002-b.patch": "already upstream (text): x"}, "0.5.17", "0.5.18"
     )
-    rebase_finish.update_series(series, {"0002-b.patch": "gone"}, "0.5.17", "0.5.18")
-    assert series.read_text() == (
-        "# stack on sglang 0.5.18\n# 0001-a.patch: dropped in the move to sglang 0.5.17: x\n"
-        "# 0002-b.patch: dropped in the move to sglang 0.5.18: gone\n"
+    assert series.read_text() == "# stack on sglang 0.5.18\n0001-a.patch\n"
+    assert dropped_toml.load(tmp_path) == [
+        dropped_toml.DroppedPatch(
+            "0002-b.patch", "0.5.18", True, "upstream", "already upstream (text): x"
+        )
+    ]
+    texts = series.read_text(), (tmp_path / dropped_toml.DROPPED_FILE).read_text()
+    rebase_finish.update_series(
+        series, {"0002-b.patch": "already upstream (text): x"}, "0.5.17", "0.5.18"
     )
-    series_text = series.read_text()
-    rebase_finish.update_series(series, {"0002-b.patch": "gone"}, "0.5.17", "0.5.18")  # idempotent
-    assert series.read_text() == series_text
+    assert (
+        series.read_text(),
+        (tmp_path / dropped_toml.DROPPED_FILE).read_text(),
+    ) == texts  # idempotent
 
 
 def fake_python(tmp_path: Path) -> Path:

@@ -9,6 +9,7 @@ import subprocess
 from stack_helpers import make_patch, replace_line
 from test_rebase import CLASH, CLEAN, LANDED, NEW_VERSION, newer_release, rebase, up, with_readme  # noqa: F401 (up: a fixture)
 
+from sglang_gemma4.stack import dropped as dropped_toml
 from sglang_gemma4.stack.pin import Pin
 
 # while this file exists, the next run of test_clash kills the rebase running it
@@ -163,10 +164,10 @@ def test_end_to_end_conflict_failing_test_interruption_drop_finish(checkout, up,
     )
     text = series.read_text()
     assert text.splitlines()[0] == f"# The stack on sglang {NEW_VERSION}, in order."
-    assert (
-        f"# 0030-landed.patch: dropped in the move to sglang {NEW_VERSION}: already upstream (text)"
-        in text
-    )
+    assert "0030-landed.patch" not in text
+    (landed,) = dropped_toml.load(checkout.layout.patches_dir)
+    assert landed.name == "0030-landed.patch" and landed.release == NEW_VERSION
+    assert landed.why.startswith("already upstream (text)")
     assert not (checkout.root / landed_test).exists() and (checkout.root / clash_test).exists()
     assert (
         requirements.read_text()
@@ -423,10 +424,9 @@ def test_a_drop_at_a_conflict_checks_again_with_the_tests_adapted_there(checkout
     proc = checkout.tool("rebase", "--continue", "--drop", "--why", "upstream line 30")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "its tests were edited: already upstream? its tests pass without it" in proc.stdout
-    assert (
-        f"# 0010-clash.patch: dropped in the move to sglang {NEW_VERSION}: already upstream "
-        "(tests): its tests "
-        f"pass without it (passed (1 passed, 0 failed, 0 errors, 0 skipped)) on {NEW_VERSION} "
-        "(tests edited at the stop); "
-        "upstream line 30"
-    ) in checkout.layout.series_file.read_text()
+    (clash,) = dropped_toml.load(checkout.layout.patches_dir)
+    assert (clash.name, clash.release, clash.kind) == ("0010-clash.patch", NEW_VERSION, "upstream")
+    assert clash.why == (
+        "already upstream (tests): its tests pass without it (passed (1 passed, 0 failed, "
+        f"0 errors, 0 skipped)) on {NEW_VERSION} (tests edited at the stop); upstream line 30"
+    )

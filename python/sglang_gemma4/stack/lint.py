@@ -110,6 +110,13 @@ def lint_patch(patch: PatchFile, root: Path) -> list[str]:
 
 def lint(series: Series, root: Path) -> list[str]:
     errors = series.problems()
+    if not errors:
+        errors += [
+            f"patches/dropped.toml: {entry.name}: evidence {path} does not exist"
+            for entry in series.dropped()
+            for path in entry.evidence
+            if not (root / path).exists()
+        ]
     for name in series.names:
         path = series.patches_dir / name
         if path.is_file():

@@ -2,7 +2,8 @@
 step, then a checklist of what is left to a person.
 
     patches/*.patch        diffs rewritten from the work tree's commits (headers kept)
-    patches/series         dropped patches become comments with their evidence; the header's release
+    patches/series         dropped patches leave it; the header's release
+    patches/dropped.toml   each dropped patch with its evidence
     upstream.toml          the new pin
     test/                  dropped patches' test files removed (when no kept patch lists them);
                            requirements-cpu.txt's pins from the release's CPU environment
@@ -24,11 +25,12 @@ from pathlib import Path
 from packaging.version import Version
 
 from sglang_gemma4.stack import drift, patchtests, readme_table, result_text, testenv
+from sglang_gemma4.stack import dropped as dropped_toml
 from sglang_gemma4.stack.errors import StackError
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.rebase import Rebase, RebaseState, pin_from_wheels
 from sglang_gemma4.stack.results import RESULTS_DIR
-from sglang_gemma4.stack.series import DROPPED, Series
+from sglang_gemma4.stack.series import Series
 from sglang_gemma4.stack.worktree import BRANCH, AppliedPatch, State
 
 GENERATED_BLOCK = re.compile(r"^<!-- ([a-z-]+):.*?^<!-- /\1 -->$", re.M | re.S)
@@ -62,15 +64,28 @@ def update_prose(path: Path, old: str, new: str) -> list[str]:
 
 
 def update_series(series_file: Path, dropped: dict[str, str], old: str, new: str) -> None:
+    """The dropped patches out of the series and into dropped.toml (with their evidence), the
+    release renamed in the series' comments."""
     lines = []
     for line in series_file.read_text().splitlines():
-        entry = line.split("#", 1)[0].strip()
-        if entry in dropped:
-            line = f"# {entry}: dropped in the move to sglang {new}: {dropped[entry]}"
-        elif line.startswith("#") and not DROPPED.match(line):
+        if line.split("#", 1)[0].strip() in dropped:
+            continue
+        if line.startswith("#"):
             line = mentions(old).sub(new, line)
         lines.append(line)
     series_file.write_text("\n".join(lines) + "\n")
+    dropped_toml.add(
+        series_file.parent,
+        [
+            dropped_toml.DroppedPatch(name, new, True, drop_kind(why), why)
+            for name, why in dropped.items()
+        ],
+    )
+
+
+def drop_kind(why: str) -> str:
+    """A rebase's drop is "upstream" when it found the patch there, else a "conflict"."""
+    return "upstream" if why.startswith("already upstream") else "conflict"
 
 
 def update_requirements(path: Path, pins: dict[str, str], old: str, new: str) -> list[str]:

@@ -4,37 +4,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from sglang_gemma4.stack import dropped as dropped_toml
 from sglang_gemma4.stack.errors import StackError
 from sglang_gemma4.stack.patchfile import SERIES_NAME, PatchFile
 
-# A patch that left the series stays named in a comment, with the release and the reason:
-#   # 0007-slug.patch: dropped in the move to sglang 0.5.17: <why, and where upstream does it>
-DROPPED = re.compile(
-    r"^#\s*(\d{4}-[a-z0-9-]+\.patch): dropped (in the move to|on) sglang (\S+): (\S.*)$"
-)
+# A comment that names a patch file: a dropped patch, which belongs in dropped.toml instead.
 NAMES_A_PATCH = re.compile(r"^#\s*\d{4}-\S*\.patch\b")
-
-
-@dataclass(frozen=True)
-class DroppedPatch:
-    name: str
-    release: str  # the sglang release it was dropped in the move to (or on)
-    moved: bool  # dropped in a move to `release` (else while the series sat on it)
-    why: str
-
-
-def read_dropped(series_file: Path) -> tuple[list[DroppedPatch], list[str]]:
-    """The dropped patches the series' comments name, and the comments that name a patch in
-    another form."""
-    dropped, malformed = [], []
-    for line in series_file.read_text().splitlines():
-        match = DROPPED.match(line)
-        if match:
-            name, how, release, why = match.groups()
-            dropped.append(DroppedPatch(name, release, how == "in the move to", why))
-        elif NAMES_A_PATCH.match(line):
-            malformed.append(line)
-    return dropped, malformed
 
 
 def read_names(series_file: Path) -> list[str]:
@@ -78,20 +53,22 @@ class Series:
         for path in sorted(self.patches_dir.glob("*.patch")):
             if path.name not in seen:
                 problems.append(f"patches/{path.name} is not listed in patches/series")
-        dropped, malformed = read_dropped(self.patches_dir / "series")
-        for line in malformed:
-            problems.append(
-                "series: a comment naming a patch must read '# NNNN-slug.patch: dropped in the "
-                "move "
-                f"to sglang X: why' (or 'dropped on sglang X: why'): {line[:80]}"
-            )
-        for entry in dropped:
-            if entry.name in seen:
-                problems.append(f"series: {entry.name} is listed and also named as dropped")
+        series_file = self.patches_dir / "series"
+        for line in series_file.read_text().splitlines():
+            if NAMES_A_PATCH.match(line):
+                problems.append(
+                    f"series: a dropped patch goes in {self.patches_dir.name}/"
+                    f"{dropped_toml.DROPPED_FILE}, not in a comment: {line[:80]}"
+                )
+        problems += dropped_toml.problems(self.patches_dir)
+        if not dropped_toml.problems(self.patches_dir):
+            for entry in self.dropped():
+                if entry.name in seen:
+                    problems.append(f"series: {entry.name} is listed and also dropped")
         return problems
 
-    def dropped(self) -> list[DroppedPatch]:
-        return read_dropped(self.patches_dir / "series")[0]
+    def dropped(self) -> list[dropped_toml.DroppedPatch]:
+        return dropped_toml.load(self.patches_dir)
 
     def check(self) -> None:
         problems = self.problems()
