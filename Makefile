@@ -4,7 +4,7 @@
 #                   on a GPU host whose python3 imports the patched sglang, then serve
 #   make test       lint, series checks, tool tests and every patch's CPU tests (builds .venv-test once,
 #                   a CPU-only environment: test/env/build.sh)
-#   make help       everything else
+#   make help       everything else, in two parts: using the stack, maintaining it
 
 PYTHON ?= python3
 VENV := .venv
@@ -41,8 +41,12 @@ all: apply build  ## the main job: apply + build; on a GPU host whose python3 ha
 	  else echo "make: GPU host: to serve, install dist/*.whl (or source env-patched.sh from the bundle), then make serve"; fi; \
 	fi
 
+# `## ` marks a target of the stack's users, `### ` one of its maintainers.
 help:  ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
+	@echo "Using the stack:"
+	@grep -E '^[a-z-]+:.*[^#]## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 16
+	@echo; echo "Maintaining it:"
+	@grep -E '^[a-z-]+:.*### ' $(MAKEFILE_LIST) | sed 's/:.*### /\t/' | expand -t 16
 
 python-version:  # the tools read TOML with tomllib (3.11+)
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
@@ -77,42 +81,42 @@ status: fetch  ## per patch: applies to the pin? applied in work/sglang? upstrea
 version: $(VENV)/.stamp  ## print the local version naming this pin + series
 	@$(TOOLS) version
 
-lint: $(VENV)/.stamp  ## check patches/series, every patch header, new commit subjects, Python style (ruff.toml)
+lint: $(VENV)/.stamp  ### check patches/series, every patch header, new commit subjects, Python style (ruff.toml)
 	$(TOOLS) lint
 	$(VENV)/bin/ruff check python test
 	$(VENV)/bin/ruff format --check python test
 
-readme: $(VENV)/.stamp  ## regenerate the README's tables, benchmark_results/README.md and Bench: lines
+readme: $(VENV)/.stamp  ### regenerate the README's tables, benchmark_results/README.md and Bench: lines
 	$(TOOLS) readme
 
-refresh: $(VENV)/.stamp  ## export work/sglang's commits back into patches/*.patch
+refresh: $(VENV)/.stamp  ### export work/sglang's commits back into patches/*.patch
 	$(TOOLS) refresh
 
-new: $(VENV)/.stamp  ## NAME=slug SUBJECT="..." : a new patch from uncommitted edits in work/sglang
+new: $(VENV)/.stamp  ### NAME=slug SUBJECT="..." : a new patch from uncommitted edits in work/sglang
 	$(TOOLS) new "$(NAME)" --subject "$(SUBJECT)"
 
 # Each patch's tests run after it goes in, and at a conflict without it (the already-upstream check),
 # in the new release's own CPU environment (built once under .cache/testenv/ from its wheel's pins),
 # unless REBASE_PYTHON names an interpreter to use as it is. TESTS=0 runs none.
 REBASE_FLAGS = $(if $(REBASE_PYTHON),--python $(REBASE_PYTHON),) $(if $(filter 0,$(TESTS)),--skip-tests,)
-rebase: $(VENV)/.stamp  ## TO=0.5.18 : move the series to a newer sglang, testing each patch; stops at a conflict or failing tests (TESTS=0, CHECK_UPSTREAM=1, FORCE=1: older)
+rebase: $(VENV)/.stamp  ### TO=0.5.18 : move the series to a newer sglang, testing each patch; stops at a conflict or failing tests (TESTS=0, CHECK_UPSTREAM=1, FORCE=1: older)
 	$(TOOLS) rebase --to "$(TO)" $(REBASE_FLAGS) $(if $(FORCE),--force,) $(if $(CHECK_UPSTREAM),--check-upstream,)
 
-rebase-continue: $(VENV)/.stamp  ## after a stop, or to resume an interrupted rebase: go on (DROP=1 WHY="..." drops; ACCEPT_FAILING=1 WHY="..." keeps failing tests)
+rebase-continue: $(VENV)/.stamp  ### after a stop, or to resume an interrupted rebase: go on (DROP=1 WHY="..." drops; ACCEPT_FAILING=1 WHY="..." keeps failing tests)
 	$(TOOLS) rebase --continue $(if $(DROP),--drop,) $(if $(ACCEPT_FAILING),--accept-failing,) $(if $(WHY),--why "$(WHY)",)
 
-rebase-abort: $(VENV)/.stamp  ## forget a rebase under way: work/sglang back on the old pin, repository untouched
+rebase-abort: $(VENV)/.stamp  ### forget a rebase under way: work/sglang back on the old pin, repository untouched
 	$(TOOLS) rebase --abort
 
-rebase-check: $(VENV)/.stamp apply  ## TO=0.5.23 : drift report for a newer release in docs/drift/ (changes nothing else)
+rebase-check: $(VENV)/.stamp apply  ### TO=0.5.23 : drift report for a newer release in docs/drift/ (changes nothing else)
 	$(TOOLS) rebase-check --to "$(TO)" $(REBASE_FLAGS)
 
-drift-check: $(VENV)/.stamp  ## fail if docs/drift/'s report was made for another series than today's
+drift-check: $(VENV)/.stamp  ### fail if docs/drift/'s report was made for another series than today's
 	$(TOOLS) drift-status
 
 # A port (ports/X): the series refreshed for a newer release, beside the served pin. Its CPU tests
 # run in that release's own CPU environment (built once under .cache/testenv/).
-port-check: $(VENV)/.stamp  ## PORT=0.5.23 : the port applies exactly, its CPU tests pass, it is not older than patches/ (WRITE=1 rewrites its REPORT.md)
+port-check: $(VENV)/.stamp  ### PORT=0.5.23 : the port applies exactly, its CPU tests pass, it is not older than patches/ (WRITE=1 rewrites its REPORT.md)
 	$(TOOLS) port-check --port "$(PORT)" $(if $(WRITE),--write,) $(if $(filter 0,$(TESTS)),--skip-tests,)
 
 port-build: $(VENV)/.stamp  ## PORT=0.5.23 : dist/sglang-<PORT>+gemma4.<hash>-*.whl from the port (PYTHON_TARGET=3.12 for the GPU host)
@@ -138,13 +142,13 @@ gpu-parity:  ## GPU host, bundle installed: pristine + patched vs transformers, 
 	. $(BUNDLE_PREFIX)/env-pristine.sh && PYTHONPATH=$(CURDIR)/python:$$PYTHONPATH \
 	  python3 -m sglang_gemma4.gpu.parity --out $(PARITY_OUT) --eager-variants e2b e4b
 
-test: quilt $(TEST_VENV)/.stamp apply lint  ## lint, series and apply checks, tool tests, each patch's CPU tests
+test: quilt $(TEST_VENV)/.stamp apply lint  ### lint, series and apply checks, tool tests, each patch's CPU tests
 	$(TEST_PY) -m pytest
 
-shellcheck:  ## check every shell script of the repository (CI runs it)
+shellcheck:  ### check every shell script of the repository (CI runs it)
 	git ls-files -z '*.sh' .ci/run | xargs -0 shellcheck
 
-verify-tests: $(TEST_VENV)/.stamp apply  ## each patch's tests fail without it and pass with it
+verify-tests: $(TEST_VENV)/.stamp apply  ### each patch's tests fail without it and pass with it
 	$(TEST_PY) -m sglang_gemma4 verify-tests --python $(TEST_PY)
 
 clean-work:  ## remove the work tree (refuses nothing: commit or refresh first)

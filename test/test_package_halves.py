@@ -1,6 +1,9 @@
 """The tools package is two halves that meet only in the CLI: sglang_gemma4.stack (the patch stack)
-imports nothing of sglang_gemma4.gpu (the GPU host's side) nor the other way round; and the
-package and scripts run as modules, without editing sys.path."""
+imports nothing of sglang_gemma4.gpu (the GPU host's side) nor the other way round. Beside them,
+sglang_gemma4.results (measured results as data) imports neither, and the stack uses only its
+public names; within the stack, the user's side imports nothing of stack.maintainer. All may use
+the shared leaf modules (markdown.py). The package and scripts run as modules, without editing
+sys.path."""
 
 import ast
 import re
@@ -27,19 +30,63 @@ def imported_modules(source: str, package: str) -> set[str]:
     return {n for n in names if n == "sglang_gemma4" or n.startswith("sglang_gemma4.")}
 
 
-def foreign_imports(half: str) -> list[str]:
+SHARED = {"sglang_gemma4.markdown", "sglang_gemma4.markdown.MarkerError"} | {
+    f"sglang_gemma4.markdown.{name}" for name in ("between", "replace_block")
+}
+
+
+def public_names(package: str) -> set[str]:
+    """The names a package's __init__.py lists in __all__, as `package.name`."""
+    init = PACKAGE / package / "__init__.py"
+    for node in ast.walk(ast.parse(init.read_text())):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return {f"sglang_gemma4.{package}.{ast.literal_eval(e)}" for e in node.value.elts}
+    return set()
+
+
+def allowed(half: str) -> set[str]:
+    if half == "stack":
+        return SHARED | {"sglang_gemma4.results"} | public_names("results")
+    return SHARED
+
+
+def foreign_imports(half: str, within: str = "") -> list[str]:
+    """Imports by the modules of `half` (or of its sub-package `within`) of anything outside it
+    that it may not use."""
     own = re.compile(rf"^sglang_gemma4\.{half}(\.|$)")
+    folder = PACKAGE / half
     return [
         f"{path.relative_to(REPO)} imports {name}"
-        for path in sorted((PACKAGE / half).rglob("*.py"))
-        for name in sorted(imported_modules(path.read_text(), f"sglang_gemma4.{half}"))
-        if not own.match(name)
+        for path in sorted(folder.rglob("*.py"))
+        for module in [f"sglang_gemma4.{half}." + ".".join(path.relative_to(folder).parts)[:-3]]
+        for name in sorted(imported_modules(path.read_text(), module.rsplit(".", 1)[0]))
+        if not own.match(name) and name not in allowed(half)
     ]
 
 
-@pytest.mark.parametrize("half", ["stack", "gpu"])
+@pytest.mark.parametrize("half", ["stack", "gpu", "results"])
 def test_a_half_imports_only_itself(half):
     assert foreign_imports(half) == []
+
+
+def test_the_users_side_of_the_stack_imports_nothing_of_the_maintainers():
+    stack = PACKAGE / "stack"
+    users = [p for p in sorted(stack.rglob("*.py")) if "maintainer" not in p.parts]
+    crossings = [
+        f"{path.relative_to(REPO)} imports {name}"
+        for path in users
+        for name in imported_modules(path.read_text(), "sglang_gemma4.stack")
+        if name.startswith("sglang_gemma4.stack.maintainer")
+    ]
+    assert users and crossings == []
+
+
+def test_the_stack_uses_the_results_only_through_their_public_names():
+    public = public_names("results")
+    assert {"sglang_gemma4.results.regenerate", "sglang_gemma4.results.RESULTS_DIR"} <= public
+    assert "sglang_gemma4.results.render" not in allowed("stack")
 
 
 @pytest.mark.parametrize(

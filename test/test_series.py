@@ -9,16 +9,16 @@ import pytest
 
 from sglang_gemma4.cli import Stack
 from sglang_gemma4.stack.layout import Layout
-from sglang_gemma4.stack.lint import lint
-from sglang_gemma4.stack.readme_table import BEGIN as README_BEGIN
-from sglang_gemma4.stack.readme_table import (
+from sglang_gemma4.stack.maintainer.lint import lint
+from sglang_gemma4.stack.maintainer.readme_table import BEGIN as README_BEGIN
+from sglang_gemma4.stack.maintainer.readme_table import (
     DROPPED_BEGIN,
     DROPPED_DOC,
     DROPPED_END,
     dropped_table,
     patch_table,
 )
-from sglang_gemma4.stack.readme_table import END as README_END
+from sglang_gemma4.stack.maintainer.readme_table import END as README_END
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,9 +10,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+import sglang_gemma4.results as results
 from sglang_gemma4.gpu.variants import ARCHS, VARIANTS
-from sglang_gemma4.stack import (
-    bundle,
+from sglang_gemma4.markdown import MarkerError
+from sglang_gemma4.results import archive
+from sglang_gemma4.results.errors import ResultsError
+from sglang_gemma4.stack import bundle
+from sglang_gemma4.stack.build import build_wheel
+from sglang_gemma4.stack.errors import StackError
+from sglang_gemma4.stack.fetch import download_release, fetch_all, fetch_wheel
+from sglang_gemma4.stack.layout import Layout
+from sglang_gemma4.stack.maintainer import (
     drift,
     export,
     lint,
@@ -20,16 +28,10 @@ from sglang_gemma4.stack import (
     readme_table,
     rebase,
     rebase_finish,
-    result_archive,
-    result_text,
     subjects,
     testenv,
     verify,
 )
-from sglang_gemma4.stack.build import build_wheel
-from sglang_gemma4.stack.errors import StackError
-from sglang_gemma4.stack.fetch import download_release, fetch_all, fetch_wheel
-from sglang_gemma4.stack.layout import Layout
 from sglang_gemma4.stack.pin import Pin
 from sglang_gemma4.stack.series import Series
 from sglang_gemma4.stack.stackversion import local_version
@@ -46,11 +48,7 @@ class Stack:
         self.work = WorkTree(layout.work_dir)
 
     def ensure_work_tree(self) -> WorkTree:
-        if not self.work.exists():
-            wheel = self.pin.wheel()
-            path = fetch_wheel(self.pin, wheel, self.layout.cache_dir)
-            self.work.create(self.pin, wheel, path)
-        return self.work
+        return self.work.ensure(self.pin, self.layout.cache_dir)
 
 
 COMMANDS = """sglang-gemma4: manage the Gemma-4 patch stack on the pinned SGLang release.
@@ -108,15 +106,13 @@ def cmd_readme(stack: Stack, args) -> int:
     readme_table.update_readme(stack.layout.root / "README.md", stack.series)
     print(f"readme: patch table updated ({len(stack.series.names)} patches)")
     patch_paths = [stack.layout.patches_dir / name for name in stack.series.names]
-    print("readme: " + result_text.regenerate(stack.layout.root, stack.pin.version, patch_paths))
+    print("readme: " + results.regenerate(stack.layout.root, stack.pin.version, patch_paths))
     return 0
 
 
 def cmd_pack_run(stack: Stack, args) -> int:
-    packed = result_archive.pack(Path(args.folder))
-    print(
-        f"pack-run: {len(packed)} files moved into {Path(args.folder) / result_archive.RAW_ARCHIVE}"
-    )
+    packed = archive.pack(Path(args.folder))
+    print(f"pack-run: {len(packed)} files moved into {Path(args.folder) / archive.RAW_ARCHIVE}")
     return 0
 
 
@@ -564,7 +560,7 @@ def main(argv: list[str] | None = None) -> int:
         status = args.run(Stack(Layout.discover()), args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's own flush at exit
         return status
-    except StackError as e:
+    except (StackError, ResultsError, MarkerError) as e:
         print(f"sglang-gemma4 {args.command}: error: {e}", file=sys.stderr)
         return 1
     except BrokenPipeError:
@@ -572,8 +568,7 @@ def main(argv: list[str] | None = None) -> int:
             # another pipe or socket broke (a download, a child process): that error is the news
             raise
         # The reader left early (`status | head`): stop as a shell tool does on SIGPIPE, with no
-        # traceback,
-        # and point stdout at /dev/null so that the exit flush does not fail again.
+        # traceback, and point stdout at /dev/null so that the exit flush does not fail again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
 

@@ -15,8 +15,8 @@ from sglang.srt.models import gemma4_mm
 
 PATCH_DIM, VISION_HIDDEN, TEXT_HIDDEN, K2 = 12, 16, 24, 4  # K2: patches pooled into one soft token
 # sglang's norms pick their kernel by platform, not by tensor: on a CUDA machine they are
-# sgl_kernel's
-# CUDA ops, which take 16-bit floats only, so there the parts under test run on the GPU in bf16
+# sgl_kernel's CUDA ops, which take 16-bit floats only, so there the parts under test run on the GPU
+# in bf16
 DEVICE, DTYPE, TOL = (
     ("cuda", torch.bfloat16, 2e-2) if torch.cuda.is_available() else ("cpu", torch.float32, 1e-5)
 )

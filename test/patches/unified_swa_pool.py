@@ -8,8 +8,7 @@ import torch
 from sglang.srt.mem_cache.unified_memory_pool import init_unified_swa_pools
 
 # variant: (layers, full-attention KV heads x head dim, SWA KV heads x head dim); the full layers
-# are every
-# sixth (5 sliding : 1 full), as in the published configs
+# are every sixth (5 sliding : 1 full), as in the published configs
 SHAPES = {"26b-a4b": (30, (2, 512), (8, 256)), "31b": (60, (4, 512), (16, 256))}
 
 

@@ -72,16 +72,13 @@ NOT_LOADED = {
     "blobfile": "the Azure connector, imported inside it",
 }
 # Imported at module level on the serving path although sglang does not require them itself:
-# jsonschema
-# (sglang/srt/entrypoints/openai/serving_chat.py) is undeclared; dill (sglang/srt/sampling/
-# custom_logit_processor.py, reached from server_args) comes only through datasets, which the
-# benchmark
-# client (sglang.bench_serving) imports.
+# jsonschema (sglang/srt/entrypoints/openai/serving_chat.py) is undeclared; dill
+# (sglang/srt/sampling/custom_logit_processor.py, reached from server_args) comes only through
+# datasets, which the benchmark client (sglang.bench_serving) imports.
 UNDECLARED = ("jsonschema", "dill")
 # What is kept of sglang-kernel (~380 MB, nearly all FA3/FlashMLA/SM100 libraries) on an SM90 host.
-# Without
-# FA3, a multimodal server there needs --mm-attention-backend triton_attn (check.sh mm-ab passes
-# it).
+# Without FA3, a multimodal server there needs --mm-attention-backend triton_attn (check.sh mm-ab
+# passes it).
 KERNEL_KEEP = re.compile(
     r"^(sgl_kernel/[^/]+\.py|sgl_kernel/(?:quantization|infllm_v2)/[^/]+\.py|sgl_kernel/{arch}/.*"
     r"|sgl_kernel/spatial_ops\.abi3\.so|triton_kernels/.*|[^/]+\.dist-info/.*)$"

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from sglang_gemma4.stack.errors import StackError
+from sglang_gemma4.stack.fetch import fetch_wheel
 from sglang_gemma4.stack.gitrepo import Git
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.pin import Pin, PinnedWheel
@@ -167,6 +168,14 @@ class WorkTree:
         tmp.replace(self.state_file)
 
     # -- creation -----------------------------------------------------------------------------
+
+    def ensure(self, pin: Pin, cache_dir: Path) -> "WorkTree":
+        """This work tree, created first from the pinned wheel (downloaded into `cache_dir` and
+        verified unless it is there) when it does not exist yet."""
+        if not self.exists():
+            wheel = pin.wheel()
+            self.create(pin, wheel, fetch_wheel(pin, wheel, cache_dir))
+        return self
 
     def create(self, pin: Pin, wheel: PinnedWheel, wheel_path: Path, log=print) -> None:
         """Unpack the pinned wheel and commit it as the pristine base (atomically: a partial

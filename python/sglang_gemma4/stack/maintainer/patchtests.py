@@ -20,9 +20,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglang_gemma4.stack.lint import listed_paths
+from sglang_gemma4.stack.maintainer.lint import listed_paths
+from sglang_gemma4.stack.maintainer.verify import TREE_ENV
 from sglang_gemma4.stack.patchfile import PatchFile
-from sglang_gemma4.stack.verify import TREE_ENV
 
 PASSED, FAILED, COULD_NOT_RUN, NO_TESTS, NOT_RUN = (
     "passed",

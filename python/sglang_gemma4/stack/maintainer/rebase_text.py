@@ -3,8 +3,8 @@ each headed by how the tests ran."""
 
 from pathlib import Path
 
-from sglang_gemma4.stack import patchtests
-from sglang_gemma4.stack.hunks import HunkCheck
+from sglang_gemma4.stack.maintainer import patchtests
+from sglang_gemma4.stack.maintainer.hunks import HunkCheck
 from sglang_gemma4.stack.patchfile import PatchFile
 
 

@@ -8,8 +8,8 @@ import pytest
 from stack_helpers import REPO
 
 from sglang_gemma4.stack import dropped as dropped_toml
-from sglang_gemma4.stack import subjects
-from sglang_gemma4.stack.lint import lint, lint_patch
+from sglang_gemma4.stack.maintainer import subjects
+from sglang_gemma4.stack.maintainer.lint import lint, lint_patch
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.series import Series
 

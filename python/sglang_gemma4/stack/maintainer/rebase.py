@@ -27,15 +27,15 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from sglang_gemma4.stack import patchtests, rebase_text
 from sglang_gemma4.stack.errors import StackError
 from sglang_gemma4.stack.fetch import sha256_of
-from sglang_gemma4.stack.hunks import HunkCheck, check_hunks
 from sglang_gemma4.stack.layout import Layout
+from sglang_gemma4.stack.maintainer import patchtests, rebase_text
+from sglang_gemma4.stack.maintainer.hunks import HunkCheck, check_hunks
+from sglang_gemma4.stack.maintainer.testenv import TestEnv
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.pin import Pin, PinnedWheel
 from sglang_gemma4.stack.series import Series
-from sglang_gemma4.stack.testenv import TestEnv
 from sglang_gemma4.stack.worktree import (
     BRANCH,
     AppliedPatch,
@@ -671,7 +671,7 @@ class Rebase:
         return [f for f in self._untracked() if f.endswith(".rej")]
 
     def _finish(self, state: RebaseState) -> bool:
-        from sglang_gemma4.stack.rebase_finish import finish
+        from sglang_gemma4.stack.maintainer.rebase_finish import finish
 
         finish(self, state)
         return True

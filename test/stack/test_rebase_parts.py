@@ -8,7 +8,7 @@ from pathlib import Path
 from stack_helpers import REPO
 
 from sglang_gemma4.stack import dropped as dropped_toml
-from sglang_gemma4.stack import patchtests, rebase_finish, testenv
+from sglang_gemma4.stack.maintainer import patchtests, rebase_finish, testenv
 from sglang_gemma4.stack.pin import Pin
 
 

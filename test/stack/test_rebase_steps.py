@@ -288,7 +288,7 @@ def test_state_is_checked_before_any_download(checkout):
 def test_resume_after_a_kill_in_the_middle_of_an_apply(checkout, up, tmp_path, monkeypatch):
     """Killed with a patch half applied in the tree and nothing recorded: the continue redoes it."""
     from sglang_gemma4.cli import main
-    from sglang_gemma4.stack.rebase import Rebase
+    from sglang_gemma4.stack.maintainer.rebase import Rebase
 
     patches = {
         "0010-a.patch": make_patch("a", CLEAN, up[CLEAN], up[CLEAN] + "# a\n"),
@@ -322,8 +322,8 @@ def test_resume_after_a_kill_in_the_middle_of_an_apply(checkout, up, tmp_path, m
 def test_the_finish_regenerates_a_newer_drift_report_from_cached_wheels(checkout, up, tmp_path):
     from types import SimpleNamespace
 
-    from sglang_gemma4.stack.rebase import Rebase
-    from sglang_gemma4.stack.rebase_finish import refresh_drift
+    from sglang_gemma4.stack.maintainer.rebase import Rebase
+    from sglang_gemma4.stack.maintainer.rebase_finish import refresh_drift
 
     checkout.write_series(
         {

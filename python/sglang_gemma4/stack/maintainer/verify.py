@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglang_gemma4.stack.lint import listed_paths
+from sglang_gemma4.stack.maintainer.lint import listed_paths
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.worktree import WorkTree
 

@@ -9,15 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from result_folders import make_run
 from stack_helpers import make_patch, replace_line
-from test_results import make_run
 
+from sglang_gemma4.results.render import MTP_BEGIN, MTP_END, RESULTS_BEGIN, RESULTS_END
+from sglang_gemma4.results.runs import RESULTS_DIR
 from sglang_gemma4.stack import dropped as dropped_toml
+from sglang_gemma4.stack.maintainer.readme_table import BEGIN, DROPPED_BEGIN, DROPPED_END, END
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.pin import Pin
-from sglang_gemma4.stack.readme_table import BEGIN, DROPPED_BEGIN, DROPPED_END, END
-from sglang_gemma4.stack.result_text import MTP_BEGIN, MTP_END, RESULTS_BEGIN, RESULTS_END
-from sglang_gemma4.stack.results import RESULTS_DIR
 
 NEW_VERSION = "0.5.99"
 CLEAN, SHIFTED, CLASH = (

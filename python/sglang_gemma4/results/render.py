@@ -4,9 +4,9 @@ README's results table and the patches' `Bench:` lines."""
 import re
 from pathlib import Path
 
-from sglang_gemma4.stack.errors import StackError
-from sglang_gemma4.stack.readme_table import replace_block
-from sglang_gemma4.stack.results import RESULTS_DIR, VARIANT_NAMES, Figure, Run, load_runs
+from sglang_gemma4.markdown import replace_block
+from sglang_gemma4.results.errors import ResultsError
+from sglang_gemma4.results.runs import RESULTS_DIR, VARIANT_NAMES, Figure, Run, load_runs
 
 
 def grouped_text(figures: list[Figure]) -> str:
@@ -38,7 +38,7 @@ LOGGED_ACCEPT = re.compile(
 INDEX_HEAD = """# Measured results
 
 One folder per run: `README.md` (what ran, what it shows), `result.json` (the figures it quotes,
-each with the raw file it comes from; schema in `python/sglang_gemma4/stack/results.py`),
+each with the raw file it comes from; schema in `python/sglang_gemma4/results/runs.py`),
 `raw.tar.xz` (the raw output: logs, JSONL, tables, traces) and the PNG plots. A README cites a raw
 file as `raw.tar.xz:path/inside`; `tar -xJf raw.tar.xz path/inside` extracts it. Folders are named
 `<date>-<gpu>-<variant>-g<series hash>-<workload>`. A run marked invalid is kept as evidence of a
@@ -164,7 +164,7 @@ def set_field(header_text: str, field: str, value: str) -> str:
     head_end = header_text.find("\ndiff --git ")
     head = header_text if head_end < 0 else header_text[:head_end]
     if not pattern.search(head):
-        raise StackError(f"no {field}: field in the header")
+        raise ResultsError(f"no {field}: field in the header")
     new_head = pattern.sub(lambda _: f"{field}: {value}", head, count=1)
     return new_head + ("" if head_end < 0 else header_text[head_end:])
 
@@ -180,8 +180,8 @@ def update_bench_lines(patch_paths: list[Path], runs: list[Run], pin_version: st
         text = path.read_text()
         try:
             new = set_field(text, "Bench", line)
-        except StackError as e:
-            raise StackError(f"{path}: {e}") from None
+        except ResultsError as e:
+            raise ResultsError(f"{path}: {e}") from None
         if new != text:
             path.write_text(new)
             changed.append(path.name)

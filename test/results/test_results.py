@@ -1,77 +1,20 @@
-"""sglang_gemma4.stack's results, result_archive and result_text on made-up runs: the result.json
-schema and its error messages, packing raw files, finding a quoted figure in its source, and the
-text `make readme` generates from the runs."""
+"""sglang_gemma4.results (runs, archive, render) on made-up runs: the result.json schema and its
+error messages, packing raw files, finding a quoted figure in its source, and the text
+`make readme` generates from the runs."""
 
 import copy
-import json
 import tarfile
 from pathlib import Path
 
 import pytest
+from result_folders import PATCH, make_run, result
 
-from sglang_gemma4.stack import result_archive, result_text, results
-from sglang_gemma4.stack.errors import StackError
+from sglang_gemma4.results import archive as result_archive
+from sglang_gemma4.results import render as result_text
+from sglang_gemma4.results import runs as results
+from sglang_gemma4.results.errors import ResultsError
 
-PATCH = "0160-triton-swa-decode-no-device-sync.patch"
 NEW = "2026-11-23-h100-26b-a4b-gf540dad831-new"  # the newest of two_runs()
-SUMMARY = (
-    "| batch1 | median_tpot_ms | 6.01 | 4.31 | 0.717 |\n"
-    "| chat | output_throughput | 2849.68 | 3528.29 | 1.238 |\n"
-)
-
-
-def result(**changes) -> dict:
-    data = {
-        "summary": "pristine vs patched, 26B-A4B",
-        "valid": True,
-        "measured": "2026-11-23 03:46",
-        "gpu": {"name": "NVIDIA H100 80GB HBM3", "count": 1, "source": "raw.tar.xz:gpu.txt"},
-        "upstream": "0.5.12",
-        "series": {"versions": ["0.5.12+gemma4.gf540dad831"], "sources": ["raw.tar.xz:check.log"]},
-        "commands": ["OUT=$R/ab bash scripts/gpu/check.sh ab"],
-        "variants": ["26b-a4b"],
-        "setups": {"pristine": "sglang as released", "patched": "the series"},
-        "figures": [
-            {
-                "variant": "26b-a4b",
-                "workload": "batch1",
-                "metric": "median TPOT",
-                "unit": "ms",
-                "values": {"pristine": "6.01", "patched": "4.31"},
-                "source": "raw.tar.xz:ab/summary.md",
-                "patches": [PATCH],
-            },
-            {
-                "variant": "26b-a4b",
-                "workload": "chat",
-                "metric": "output throughput",
-                "unit": "tok/s",
-                "values": {"pristine": "2849.68", "patched": "3528.29"},
-                "source": "raw.tar.xz:ab/summary.md",
-            },
-        ],
-    }
-    data.update(changes)
-    return data
-
-
-def make_run(
-    root: Path,
-    name: str = "2026-11-23-h100-26b-a4b-gf540dad831-ab",
-    data: dict | None = None,
-    packed: bool = True,
-) -> Path:
-    folder = root / name
-    (folder / "ab").mkdir(parents=True)
-    (folder / "README.md").write_text("# a run\n")
-    (folder / "result.json").write_text(json.dumps(data or result()))
-    (folder / "gpu.txt").write_text("NVIDIA H100 80GB HBM3, 81559 MiB\n")
-    (folder / "check.log").write_text("setup: series 0.5.12+gemma4.gf540dad831\n")
-    (folder / "ab" / "summary.md").write_text(SUMMARY)
-    (folder / "ab" / "summary.png").write_bytes(b"\x89PNG")
-    if packed:
-        result_archive.pack(folder)
-    return folder
 
 
 def test_pack_moves_raw_files_into_a_reproducible_archive(tmp_path):
@@ -89,7 +32,7 @@ def test_pack_moves_raw_files_into_a_reproducible_archive(tmp_path):
         assert {(m.mtime, m.uid, m.uname) for m in tar} == {(0, 0, "")}
     other = make_run(tmp_path / "again", packed=True)
     assert (other / "raw.tar.xz").read_bytes() == (folder / "raw.tar.xz").read_bytes()
-    with pytest.raises(StackError, match="raw.tar.xz: exists"):
+    with pytest.raises(ResultsError, match="raw.tar.xz: exists"):
         result_archive.pack(folder)
 
 
@@ -138,7 +81,7 @@ def test_schema_errors_name_the_file_and_the_field(tmp_path, change, message):
     data = result()
     change(data)
     folder = make_run(tmp_path, data=data)
-    with pytest.raises(StackError, match=message) as error:
+    with pytest.raises(ResultsError, match=message) as error:
         results.load_run(folder)
     assert str(folder / "result.json") in str(error.value)
 
@@ -146,7 +89,7 @@ def test_schema_errors_name_the_file_and_the_field(tmp_path, change, message):
 def test_a_folder_without_result_json_is_named(tmp_path):
     make_run(tmp_path)
     (tmp_path / "2026-11-24-h100-e2b-g0123456789-new").mkdir()
-    with pytest.raises(StackError, match="no result.json in 2026-11-24-h100-e2b-g0123456789-new"):
+    with pytest.raises(ResultsError, match="no result.json in 2026-11-24-h100-e2b-g0123456789-new"):
         results.load_runs(tmp_path)
 
 

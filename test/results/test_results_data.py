@@ -11,19 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from sglang_gemma4.stack import result_archive, result_text, results
+from sglang_gemma4.markdown import between
+from sglang_gemma4.results import archive as result_archive
+from sglang_gemma4.results import render as result_text
+from sglang_gemma4.results import runs as results
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.pin import Pin
-from sglang_gemma4.stack.readme_table import between
 from sglang_gemma4.stack.series import Series
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / results.RESULTS_DIR
 FOLDERS = results.run_folders(RESULTS)
 MAX_BYTES = 10 * 2**20  # a third of the 30 MB the folder held before its raw files were compressed
 TICK = re.compile(r"`([^`\n]+)`")
 FILE_NAME = re.compile(r"^\S+\.(log|jsonl|json|md|txt|png|gz)$")  # a token that must name a file
-CITED_ELSEWHERE = re.compile(r"benchmark_results/\d{4}-\d\d-\d\d[^\s`'\"();,]*")
+CITED_ELSEWHERE = re.compile(r"benchmark_results/\d{4}-\d\d-\d\d[^\s`'\"();,\]]*")
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from stack_helpers import make_patch, replace_line
 
-from sglang_gemma4.stack import port, testenv
+from sglang_gemma4.stack.maintainer import port, testenv
 from sglang_gemma4.stack.patchfile import PatchFile
 
 

@@ -32,10 +32,10 @@ import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from sglang_gemma4.stack import patchtests
 from sglang_gemma4.stack.errors import StackError
 from sglang_gemma4.stack.gitrepo import Git
 from sglang_gemma4.stack.layout import Layout
+from sglang_gemma4.stack.maintainer import patchtests
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.pin import Pin
 from sglang_gemma4.stack.series import Series
@@ -432,8 +432,8 @@ def check(
     """Every problem of the port (empty: it is in step, applies exactly and its CPU tests pass).
     With `write`, results.json and REPORT.md are rewritten from this run instead of compared;
     without the tests, REPORT.md is checked (or rewritten) against the recorded results.json."""
-    from sglang_gemma4.stack import testenv
     from sglang_gemma4.stack.fetch import fetch_all
+    from sglang_gemma4.stack.maintainer import testenv
 
     port = Port.load(port_dir(layout, release))
     problems = provenance_problems(port, layout.patches_dir)

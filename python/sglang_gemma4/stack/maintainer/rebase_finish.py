@@ -24,12 +24,12 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from sglang_gemma4.stack import drift, patchtests, readme_table, result_text, testenv
+import sglang_gemma4.results as results
 from sglang_gemma4.stack import dropped as dropped_toml
 from sglang_gemma4.stack.errors import StackError
+from sglang_gemma4.stack.maintainer import drift, patchtests, readme_table, testenv
+from sglang_gemma4.stack.maintainer.rebase import Rebase, RebaseState, pin_from_wheels
 from sglang_gemma4.stack.patchfile import PatchFile
-from sglang_gemma4.stack.rebase import Rebase, RebaseState, pin_from_wheels
-from sglang_gemma4.stack.results import RESULTS_DIR
 from sglang_gemma4.stack.series import Series
 from sglang_gemma4.stack.worktree import BRANCH, AppliedPatch, State
 
@@ -233,10 +233,8 @@ def finish(rebase: Rebase, state: RebaseState) -> None:
     if readme.is_file():
         series = Series.load(layout.patches_dir)
         readme_table.update_readme(readme, series)
-        if (layout.root / RESULTS_DIR).is_dir():  # the results table names the pin it compares with
-            result_text.regenerate(
-                layout.root, new.version, [layout.patches_dir / n for n in series.names]
-            )
+        # the results tables name the pin they compare with
+        results.regenerate(layout.root, new.version, [layout.patches_dir / n for n in series.names])
         checklist += [
             f"README.md still names {old_version}: {line.strip()[:120]}"
             for line in update_prose(readme, old_version, new.version)

@@ -1,7 +1,7 @@
 """refresh exports work tree commits into patch files (header kept); new starts a patch from
 edits."""
 
-from sglang_gemma4.stack.lint import lint_patch
+from sglang_gemma4.stack.maintainer.lint import lint_patch
 from sglang_gemma4.stack.patchfile import PatchFile
 
 GIT_USER = ("-c", "user.name=U", "-c", "user.email=u@x")

@@ -16,11 +16,11 @@ from pathlib import Path
 
 from sglang_gemma4.stack.errors import StackError
 from sglang_gemma4.stack.gitrepo import Git
-from sglang_gemma4.stack.hunks import UPSTREAM_CONFLICT, check_hunks
 from sglang_gemma4.stack.layout import Layout
+from sglang_gemma4.stack.maintainer.hunks import UPSTREAM_CONFLICT, check_hunks
+from sglang_gemma4.stack.maintainer.rebase import tests_pass_without, upstream_by_tests
 from sglang_gemma4.stack.patchfile import PatchFile
 from sglang_gemma4.stack.pin import Pin
-from sglang_gemma4.stack.rebase import tests_pass_without, upstream_by_tests
 from sglang_gemma4.stack.series import Series
 from sglang_gemma4.stack.stackversion import local_version
 from sglang_gemma4.stack.worktree import (

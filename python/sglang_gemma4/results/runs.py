@@ -1,9 +1,9 @@
 """Measured results as data: each run folder under benchmark_results/ holds a `result.json` beside
 its README, its raw files in one `raw.tar.xz`, and its plots as PNG. From the result.json files this
 package writes the folder index (benchmark_results/README.md), the README's current-results table
-and the `Bench:` line of every patch that has results (result_text.py), so that a quoted figure
-exists in one place only; result_archive.py packs the raw files and checks each figure against its
-source. This module reads and checks result.json.
+and the `Bench:` line of every patch that has results (render.py), so that a quoted figure exists
+in one place only; archive.py packs the raw files and checks each figure against its source. This
+module reads and checks result.json.
 
 result.json (every key required unless marked optional):
 
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from sglang_gemma4.stack.errors import StackError
+from sglang_gemma4.results.errors import ResultsError
 
 RESULTS_DIR = "benchmark_results"
 RESULT_FILE = "result.json"
@@ -143,28 +143,30 @@ class Run:
 def _require(data: dict, key: str, kind: type, where: str):
     value = data.get(key)
     if not isinstance(value, kind) or (kind is not bool and not value and value != 0):
-        raise StackError(f"{where}: `{key}` must be a non-empty {kind.__name__}")
+        raise ResultsError(f"{where}: `{key}` must be a non-empty {kind.__name__}")
     return value
 
 
 def _figure(data: dict, setups: dict[str, str], where: str) -> Figure:
     if not isinstance(data, dict):
-        raise StackError(f"{where}: must be an object")
+        raise ResultsError(f"{where}: must be an object")
     unknown = set(data) - FIGURE_KEYS
     if unknown:
-        raise StackError(f"{where}: unknown keys {sorted(unknown)} (known: {sorted(FIGURE_KEYS)})")
+        raise ResultsError(
+            f"{where}: unknown keys {sorted(unknown)} (known: {sorted(FIGURE_KEYS)})"
+        )
     values = _require(data, "values", dict, where)
     if len(values) not in (1, 2):
-        raise StackError(
+        raise ResultsError(
             f"{where}: `values` holds one setup or two (baseline first), not {len(values)}"
         )
     for setup, value in values.items():
         if setup not in setups:
-            raise StackError(
+            raise ResultsError(
                 f"{where}: setup {setup!r} is not in the run's `setups` ({', '.join(setups)})"
             )
         if not isinstance(value, str) or not (DECIMAL.match(value) or value == REFUSED):
-            raise StackError(
+            raise ResultsError(
                 f'{where}: value of {setup!r} must be a decimal string such as "4.31" (or '
                 f'"{REFUSED}"), got {value!r}'
             )
@@ -178,7 +180,7 @@ def _figure(data: dict, setups: dict[str, str], where: str) -> Figure:
     elif isinstance(source, str) and source:
         sources = (source,) * len(values)
     else:
-        raise StackError(
+        raise ResultsError(
             f"{where}: `source` must be a file, or {{setup: file}} for the setups of `values`"
         )
     figure = Figure(
@@ -192,13 +194,13 @@ def _figure(data: dict, setups: dict[str, str], where: str) -> Figure:
         note=data.get("note", ""),
     )
     if not isinstance(figure.unit, str):
-        raise StackError(f"{where}: `unit` must be a string (empty for a plain number)")
+        raise ResultsError(f"{where}: `unit` must be a string (empty for a plain number)")
     if figure.variant not in VARIANT_NAMES:
-        raise StackError(
+        raise ResultsError(
             f"{where}: variant {figure.variant!r} is not one of {', '.join(VARIANT_NAMES)}"
         )
     if "README.md" in figure.sources and not figure.note:
-        raise StackError(
+        raise ResultsError(
             f"{where}: a figure read from README.md needs a `note` saying where the README has it "
             "from"
         )
@@ -210,20 +212,20 @@ def load_run(folder: Path) -> Run:
     try:
         data = json.loads(path.read_text())
     except OSError as e:
-        raise StackError(f"{path}: cannot read ({e.strerror})") from e
+        raise ResultsError(f"{path}: cannot read ({e.strerror})") from e
     except json.JSONDecodeError as e:
-        raise StackError(f"{path}: not JSON ({e})") from e
+        raise ResultsError(f"{path}: not JSON ({e})") from e
     where = str(path)
     if not isinstance(data, dict):
-        raise StackError(f"{where}: must hold one object")
+        raise ResultsError(f"{where}: must hold one object")
     if set(data) != RUN_KEYS:
-        raise StackError(
+        raise ResultsError(
             f"{where}: keys must be exactly {sorted(RUN_KEYS)}; missing "
             f"{sorted(RUN_KEYS - set(data))}, unknown {sorted(set(data) - RUN_KEYS)}"
         )
     measured = _require(data, "measured", str, where)
     if not MEASURED.match(measured) or not folder.name.startswith(measured[:10]):
-        raise StackError(
+        raise ResultsError(
             f"{where}: `measured` must read 'YYYY-MM-DD[ HH:MM]' on the folder's date, got "
             f"{measured!r}"
         )
@@ -234,19 +236,19 @@ def load_run(folder: Path) -> Run:
         v for v in versions if not re.match(rf"^{re.escape(upstream)}\+gemma4\.g[0-9a-f]{{10}}$", v)
     ]
     if bad:
-        raise StackError(
+        raise ResultsError(
             f"{where}: series versions must read '{upstream}+gemma4.g<10 hex>', got {bad}"
         )
     setups = _require(data, "setups", dict, where)
     if not isinstance(data["figures"], list):
-        raise StackError(
+        raise ResultsError(
             f"{where}: `figures` must be a list (empty for a run that quotes no number)"
         )
     figures = tuple(
         _figure(f, setups, f"{where}: figures[{i}]") for i, f in enumerate(data["figures"])
     )
     if not isinstance(data["valid"], bool) or (figures and not data["valid"]):
-        raise StackError(
+        raise ResultsError(
             f"{where}: `valid` must be true or false, and an invalid run quotes no figures"
         )
     return Run(
@@ -275,7 +277,7 @@ def load_runs(results_dir: Path) -> list[Run]:
     """Every run, oldest first."""
     missing = [p.name for p in run_folders(results_dir) if not (p / RESULT_FILE).is_file()]
     if missing:
-        raise StackError(f"{results_dir}: no {RESULT_FILE} in {', '.join(missing)}")
+        raise ResultsError(f"{results_dir}: no {RESULT_FILE} in {', '.join(missing)}")
     return sorted(
         (load_run(p) for p in run_folders(results_dir)), key=lambda r: (r.measured, r.name)
     )
