@@ -1,6 +1,15 @@
-"""Shared test set-up: GPU-marked tests skip (visibly) where no CUDA device exists."""
+"""Shared test set-up: GPU-marked tests skip (visibly) where no CUDA device exists, and the
+helper modules of the patch tests (test/patches/helpers/: stand-ins and builders, no tests) are
+importable by name from every test."""
+
+import sys
+from pathlib import Path
 
 import pytest
+
+HELPERS = Path(__file__).resolve().parent / "patches" / "helpers"
+if str(HELPERS) not in sys.path:
+    sys.path.insert(0, str(HELPERS))
 
 
 def _has_cuda() -> bool:

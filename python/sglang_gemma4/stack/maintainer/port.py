@@ -1,23 +1,19 @@
 """A port: the series refreshed for a newer sglang release, kept beside the served pin.
 
-    ports/<release>/port.toml       [upstream] the release's wheels (as upstream.toml); [report]
-    notes:
-                                    findings the report lists; [testenv] keep:
-                                    packages its CPU test env keeps at test/requirements-cpu.txt's
-                                    version, with the reason; [ported] each patch of the port -> the
-                                    sha256 of the main patch it was ported from; [dropped] each main
-                                    patch not in the port -> "<kind>: <why>"; [behind] a ported
-                                    patch whose main version changed since -> why the change is not
-                                    in the port
-    ports/<release>/patches/        the refreshed patches (upstream paths, headers kept) and
-    `series` ports/<release>/test/           a patch's test adapted to the release's internals, at
-    the path of
-                                    the test/ file it replaces (the rest run as they are)
-    ports/<release>/pending/        refreshed patches (and adapted tests) not in the series yet:
-    each
-                                    is under [dropped] with what is left to do
-    ports/<release>/results.json    what `port-check --write` found (the check compares it)
-    ports/<release>/REPORT.md       written from port.toml, results.json and the drift report
+    ports/<release>/port.toml      [upstream] the release's wheels (as upstream.toml); [report]
+                                   notes: findings the report lists; [testenv] keep: packages its
+                                   CPU test env keeps at test/requirements-cpu.txt's version, with
+                                   the reason; [ported] each patch of the port -> the sha256 of the
+                                   main patch it was ported from; [dropped] each main patch not in
+                                   the port -> "<kind>: <why>"; [behind] a ported patch whose main
+                                   version changed since -> why the change is not in the port
+    ports/<release>/patches/       the refreshed patches (upstream paths, headers kept) and `series`
+    ports/<release>/test/          a patch's test adapted to the release's internals, at the path
+                                   of the test/ file it replaces (the rest run as they are)
+    ports/<release>/pending/       refreshed patches (and adapted tests) not in the series yet: each
+                                   is under [dropped] with what is left to do
+    ports/<release>/results.json   what `port-check --write` found (the check compares it)
+    ports/<release>/REPORT.md      written from port.toml, results.json and the drift report
 
 `port-check` verifies the wheels, applies the series exactly (no offsets, no fuzz) onto the
 release in work/ports/<release>, runs every ported patch's CPU tests in the release's CPU test

@@ -23,8 +23,7 @@ def upstream_message(state, name: str, evidence: str) -> str:
     return (
         f"\nrebase: stopped at {where(state)} {name}: it looks already upstream in "
         f"sglang {state.pin['version']}\n  {evidence}\n"
-        "Next:\n  make rebase-continue DROP=1   drop it (the series keeps a comment with this "
-        "evidence;\n"
+        "Next:\n  make rebase-continue DROP=1   drop it (patches/dropped.toml keeps the evidence;\n"
         f'                                WHY="..." adds yours, e.g. the upstream function)\n'
         f"  make rebase-continue          keep it and apply it anyway\n"
         f"  make rebase-abort             forget the rebase; the repository is unchanged\n"

@@ -4,8 +4,8 @@ make it), finish them all at once, admit the next wave. Prints the times and, wi
 finishing the wave spends its time. Not a test: a CPU measurement for
 docs/kv/swa-maintenance-0.5.17.md.
 
-    python test/patches/swa_wave_timing.py on --window 1023 --prompt 1000 --decode 1000 --requests
-    32
+    python test/patches/helpers/swa_wave_timing.py on --window 1023 --prompt 1000 \\
+        --decode 1000 --requests 32
 """
 
 import argparse
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parents[1])]
+sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parents[2])]
 import patched_tree  # noqa: E402,F401  (the patched sglang first on sys.path)
 from swa_serving import Serving, publish_server_args, request  # noqa: E402
 
