@@ -359,3 +359,26 @@ def test_the_results_table_shows_long_prompts_by_length_and_a_refused_side(tmp_p
     ]
     assert "figures[0] 'median TTFT' patched=refused is not in raw.tar.xz:ab/summary.md" in problems
     assert results.load_run(other).figures[0].measure_text() == "median TTFT 52000.5 ms -> refused"
+
+
+def test_runs_grouped_by_release_sit_beside_flat_ones_and_are_linked_where_they_are(tmp_path):
+    old = result(measured="2026-11-22 10:00")
+    make_run(tmp_path / "sglang-0.5.12", "2026-11-22-h100-26b-a4b-gf540dad831-old", old)
+    make_run(tmp_path, NEW)
+    runs = results.load_runs(tmp_path)
+    assert [run.path for run in runs] == [
+        "sglang-0.5.12/2026-11-22-h100-26b-a4b-gf540dad831-old",
+        NEW,
+    ]
+    index = result_text.index_markdown(runs)
+    assert "[2026-11-22-h100-26b-a4b-gf540dad831-old](sglang-0.5.12/2026-11-22-h100-" in index
+    assert f"{results.RESULTS_DIR}/sglang-0.5.12/2026-11-22-" in result_text.bench_line(
+        PATCH, runs[:1], "0.5.17"
+    )
+
+
+def test_a_run_in_the_folder_of_another_release_is_refused(tmp_path):
+    folder = make_run(tmp_path / "sglang-0.5.17", NEW)
+    with pytest.raises(ResultsError, match=r"a run on sglang 0.5.12 in sglang-0.5.17/"):
+        results.load_runs(tmp_path)
+    assert results.run_folders(tmp_path) == [folder]

@@ -25,7 +25,9 @@ FOLDERS = results.run_folders(RESULTS)
 MAX_BYTES = 10 * 2**20  # a third of the 30 MB the folder held before its raw files were compressed
 TICK = re.compile(r"`([^`\n]+)`")
 FILE_NAME = re.compile(r"^\S+\.(log|jsonl|json|md|txt|png|gz)$")  # a token that must name a file
-CITED_ELSEWHERE = re.compile(r"benchmark_results/\d{4}-\d\d-\d\d[^\s`'\"();,\]]*")
+CITED_ELSEWHERE = re.compile(
+    r"benchmark_results/(?:sglang-[0-9.]*[0-9]/)?\d{4}-\d\d-\d\d[^\s`'\"();,\]]*"
+)
 
 
 @pytest.fixture(scope="module")
@@ -168,8 +170,15 @@ def test_every_benchmark_results_path_cited_elsewhere_resolves():
         except UnicodeDecodeError:
             continue
         for cited in (c.rstrip(".:") for c in CITED_ELSEWHERE.findall(text)):
-            folder_glob, _, inner = cited[len(results.RESULTS_DIR) + 1 :].partition("/")
-            folders = [f for f in FOLDERS if fnmatch.fnmatch(f.name, folder_glob)]
+            group, _, rest = cited[len(results.RESULTS_DIR) + 1 :].partition("/")
+            if not results.RELEASE_GROUP.match(group):  # a run folder directly in RESULTS_DIR
+                group, rest = "", cited[len(results.RESULTS_DIR) + 1 :]
+            folder_glob, _, inner = rest.partition("/")
+            folders = [
+                f
+                for f in FOLDERS
+                if fnmatch.fnmatch(f.name, folder_glob) and group in ("", f.parent.name)
+            ]
             if not folders:
                 problems.append(f"{name}: {cited}: no such run folder")
             elif inner and not any(

@@ -41,8 +41,9 @@ One folder per run: `README.md` (what ran, what it shows), `result.json` (the fi
 each with the raw file it comes from; schema in `python/sglang_gemma4/results/runs.py`),
 `raw.tar.xz` (the raw output: logs, JSONL, tables, traces) and the PNG plots. A README cites a raw
 file as `raw.tar.xz:path/inside`; `tar -xJf raw.tar.xz path/inside` extracts it. Folders are named
-`<date>-<gpu>-<variant>-g<series hash>-<workload>`. A run marked invalid is kept as evidence of a
-harness defect: quote none of its numbers.
+`<date>-<gpu>-<variant>-g<series hash>-<workload>`, here or in `sglang-<release>/` (the release the
+run measured). A run marked invalid is kept as evidence of a harness defect: quote none of its
+numbers.
 
 This index, the README's results table and the patches' `Bench:` lines are generated from the
 result.json files by `make readme`. A new run: copy its output here, write its README.md and
@@ -56,7 +57,7 @@ def index_markdown(runs: list[Run]) -> str:
     for run in runs:
         summary = run.summary if run.valid else f"**invalid**: {run.summary}"
         lines.append(
-            f"| [{run.name}]({run.name}/README.md) | {run.gpu_label} | {run.upstream} | "
+            f"| [{run.name}]({run.path}/README.md) | {run.gpu_label} | {run.upstream} | "
             f"{run.series_label} | {summary} |"
         )
     return "\n".join(lines) + "\n"
@@ -98,7 +99,7 @@ def table_lines(rows: list[tuple[Run, list[Figure]]]) -> list[str]:
         f"| {VARIANT_NAMES[figures[0].variant]} | {figures[0].workload} | "
         f"{', '.join(f.measure_text() for f in figures)} | {run.gpu_label} | "
         f"sglang {run.upstream}, series {run.series_label} | "
-        f"[{run.name}](benchmark_results/{run.name}/README.md) |"
+        f"[{run.name}](benchmark_results/{run.path}/README.md) |"
         for run, figures in rows
     ]
 
@@ -148,7 +149,7 @@ def bench_line(patch: str, runs: list[Run], pin_version: str) -> str | None:
     quoting = [(run, figures) for run, figures in quoting if figures]
     if not quoting:
         return None
-    paths = ", ".join(f"benchmark_results/{run.name}/README.md" for run, _ in quoting)
+    paths = ", ".join(f"benchmark_results/{run.path}/README.md" for run, _ in quoting)
     groups = [
         f"{run.gpu_label}, sglang {run.upstream} series {run.series_label}: {grouped_text(figures)}"
         for run, figures in quoting

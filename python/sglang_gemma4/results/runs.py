@@ -44,6 +44,8 @@ from pathlib import Path
 from sglang_gemma4.results.errors import ResultsError
 
 RESULTS_DIR = "benchmark_results"
+# A run folder sits in benchmark_results/ or in a folder of the release it ran on: sglang-<release>/
+RELEASE_GROUP = re.compile(r"^sglang-(\d+(?:\.\d+)+)$")
 RESULT_FILE = "result.json"
 RAW_ARCHIVE = "raw.tar.xz"
 RAW_PREFIX = RAW_ARCHIVE + ":"
@@ -126,6 +128,12 @@ class Run:
     @property
     def name(self) -> str:
         return self.folder.name
+
+    @property
+    def path(self) -> str:
+        """The folder as it sits under benchmark_results/: NAME, or sglang-<release>/NAME."""
+        group = self.folder.parent.name
+        return f"{group}/{self.name}" if RELEASE_GROUP.match(group) else self.name
 
     @property
     def gpu_label(self) -> str:
@@ -231,6 +239,9 @@ def load_run(folder: Path) -> Run:
         )
     gpu, series = _require(data, "gpu", dict, where), _require(data, "series", dict, where)
     upstream = _require(data, "upstream", str, where)
+    group = RELEASE_GROUP.match(folder.parent.name)
+    if group and group.group(1) != upstream:
+        raise ResultsError(f"{where}: a run on sglang {upstream} in {folder.parent.name}/")
     versions = tuple(_require(series, "versions", list, f"{where}: series"))
     bad = [
         v for v in versions if not re.match(rf"^{re.escape(upstream)}\+gemma4\.g[0-9a-f]{{10}}$", v)
@@ -270,7 +281,14 @@ def load_run(folder: Path) -> Run:
 
 
 def run_folders(results_dir: Path) -> list[Path]:
-    return sorted(p for p in results_dir.iterdir() if p.is_dir())
+    """Every run folder: those directly under `results_dir` and those in its sglang-<release>/."""
+    folders = []
+    for p in sorted(results_dir.iterdir()):
+        if p.is_dir() and RELEASE_GROUP.match(p.name):
+            folders += sorted(q for q in p.iterdir() if q.is_dir())
+        elif p.is_dir():
+            folders.append(p)
+    return folders
 
 
 def load_runs(results_dir: Path) -> list[Run]:
