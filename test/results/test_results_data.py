@@ -108,16 +108,25 @@ def plain(folder: Path, pattern: str) -> bool:
 
 def citation_problem(folder: Path, token: str) -> str | None:
     """What is wrong with `token` as a path cited in `folder`'s README, or None."""
-    if token.startswith("../"):
-        other, _, inner = token[3:].partition("/")
-        if not (RESULTS / other).is_dir():
+    if token.startswith("../"):  # another run: ../RUN/..., or ../../sglang-X/RUN/... across groups
+        base, rest = folder, token
+        while rest.startswith("../"):
+            base, rest = base.parent, rest[3:]
+        other, _, inner = rest.partition("/")
+        if results.RELEASE_GROUP.match(other):
+            base, (other, _, inner) = base / other, inner.partition("/")
+        cited = token[: len(token) - len(inner)].rstrip("/")
+        if not (base / other).is_dir() or base.resolve() not in (
+            RESULTS.resolve(),
+            *(g.resolve() for g in RESULTS.glob("sglang-*")),
+        ):
             return f"{token}: no folder {other}"
         if not inner:
             return None
-        folder, token = RESULTS / other, inner
+        folder, token = base / other, inner
         if not token.startswith(results.RAW_PREFIX) and not plain(folder, token):
-            return f"../{other}/{token}: not in that folder" + (
-                f" (cite it as ../{other}/{results.RAW_PREFIX}{token})"
+            return f"{cited}/{token}: not in that folder" + (
+                f" (cite it as {cited}/{results.RAW_PREFIX}{token})"
                 if in_archive(folder, token)
                 else ""
             )
