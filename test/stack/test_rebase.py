@@ -259,7 +259,8 @@ def test_upstream_by_tests_asks_the_maintainer(checkout, up, tmp_path, decision)
     patch_file = checkout.layout.patches_dir / "0010-marker.patch"
     if decision == "drop":
         assert not patch_file.exists()
-        assert "already upstream (tests)" in checkout.layout.series_file.read_text()
+        (dropped,) = dropped_toml.load(checkout.layout.patches_dir)
+        assert dropped.kind == "upstream" and dropped.why.startswith("already upstream (tests)")
     else:
         assert "+# MARKER, ours" in PatchFile.read(patch_file).diff
         assert "| 0010-marker.patch | kept though it looked upstream |" in proc.stdout
