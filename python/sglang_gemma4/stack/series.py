@@ -60,8 +60,9 @@ class Series:
                     f"series: a dropped patch goes in {self.patches_dir.name}/"
                     f"{dropped_toml.DROPPED_FILE}, not in a comment: {line[:80]}"
                 )
-        problems += dropped_toml.problems(self.patches_dir)
-        if not dropped_toml.problems(self.patches_dir):
+        out_of_form = dropped_toml.problems(self.patches_dir)
+        problems += out_of_form
+        if not out_of_form:
             for entry in self.dropped():
                 if entry.name in seen:
                     problems.append(f"series: {entry.name} is listed and also dropped")
