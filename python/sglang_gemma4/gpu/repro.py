@@ -28,8 +28,9 @@ CASES = {  # name: raw body (bytes, so that non-standard JSON such as NaN goes a
                       b'"max_new_tokens": 4}}',
     # xgrammar's regex converter reads past a pattern that starts with NUL: SIGSEGV in the scheduler
     "grammar-leading-nul": json.dumps({"text": "hi", "sampling_params": {"max_new_tokens": 4, "regex": "\x00"}}).encode(),
-    # a well-formed score request: the label tokens' logprobs after the query and one item
-    "score-empty-logprobs": ("/v1/score", json.dumps({"query": "q", "items": ["a"], "label_token_ids": [5, 6]}).encode()),
+    # a score request naming no label token: pristine answers 500 ("output_logprobs is empty")
+    "score-empty-label-tokens": ("/v1/score", json.dumps({"query": "q", "items": "x" * 300,
+                                                          "label_token_ids": []}).encode()),
 }
 
 
