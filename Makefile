@@ -134,7 +134,7 @@ BUNDLE_PREFIX ?= /tmp/sglang-gemma4
 PARITY_OUT ?= gpu-results/parity
 gpu-parity:  ## GPU host, bundle installed: pristine + patched vs transformers, four shapes (PARITY_OUT=dir)
 	. $(BUNDLE_PREFIX)/env-pristine.sh && PYTHONPATH=$(CURDIR)/python:$$PYTHONPATH \
-	  python3 -m sglang_gemma4.gpu.parity --out $(PARITY_OUT) --eager-variants e2b e4b
+	  python3 -m sglang_gemma4.gpu.checks.parity --out $(PARITY_OUT) --eager-variants e2b e4b
 
 test: quilt $(TEST_VENV)/.stamp apply  ## lint, series and apply checks, tool tests, each patch's CPU tests
 	$(TEST_PY) -m sglang_gemma4 lint

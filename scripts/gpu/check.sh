@@ -10,16 +10,16 @@
 #   access       who a patched server lets in (docs/access.md): admin routes, keys, CORS, the
 #                websocket, client chat templates, redaction; one server without keys, one with
 #                both (default variant e2b)
-#   fuzz         generated hostile requests (gpu/fuzz.py) against a patched server (default variant
+#   fuzz         generated hostile requests (gpu/checks/fuzz.py) against a patched server (default variant
 #                e2b): $FUZZ_REQUESTS (default 600) over /generate, /v1/completions and
 #                /v1/chat/completions, streaming and not, seed $FUZZ_SEED (default random, recorded); PASS
 #                needs 2xx/4xx answers only, the server alive, its KV pool drained, a good request answered
-#   fuzz-routes  fuzzer v2 (gpu/fuzz.py --routes) against a patched server (default variant e2b) started
+#   fuzz-routes  fuzzer v2 (gpu/checks/fuzz.py --routes) against a patched server (default variant e2b) started
 #                with an admin key: $FUZZ_ROUTE_REQUESTS (default 1000) generated requests to every route
-#                of gpu/routes.py (raw HTTP abuse, disconnects, admin routes with and without the key),
+#                of gpu/checks/routes.py (raw HTTP abuse, disconnects, admin routes with and without the key),
 #                witnesses alongside, seed $FUZZ_SEED; PASS needs no 5xx, no death, the pool drained, a
 #                good request answered and no witness refused or aborted
-#   sampling-fuzz  sampling values that can make probabilities NaN/inf (gpu/sampling_fuzz.py), in
+#   sampling-fuzz  sampling values that can make probabilities NaN/inf (gpu/checks/sampling_fuzz.py), in
 #                rounds mixing them with good requests, against a patched server (default variant e2b):
 #                $SAMPLING_FUZZ_REQUESTS (default 400), seed $FUZZ_SEED; PASS needs no 5xx, every good
 #                request served, the server alive, its KV pool drained
@@ -44,7 +44,7 @@
 #
 # Results and logs go to $OUT (default ./gpu-results) and, packed, to $OUT/results.tgz (the device
 # tool returns few files); the tables are printed last. DRY_RUN=1 prints every command instead
-# (and the sglang servers each would start), with no GPU and no bundle: test/harness/test_gpu_check.py
+# (and the sglang servers each would start), with no GPU and no bundle: test/gpu/test_gpu_check.py
 # checks them all.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -72,7 +72,7 @@ fi
 # The harness itself (checkpoints, transformers reference, bench client) runs on the pristine build's
 # packages, so transformers is the release sglang pins on both sides of every comparison.
 use_build pristine
-preset() { python3 -m sglang_gemma4.gpu.presets "$1"; }  # a flag set of gpu/presets.py
+preset() { python3 -m sglang_gemma4.gpu.serve.presets "$1"; }  # a flag set of gpu/serve/presets.py
 small=$(preset SMALL_GRAPHS) bench=$(preset BENCH_GRAPHS)
 mapfile -t small_graphs <<< "$small"
 mapfile -t bench_graphs <<< "$bench"
@@ -84,18 +84,18 @@ for arg in "$@"; do
   [ "$arg" = "$stage" ] || IFS=, read -ra choice <<< "${arg#*:}"
   case "$stage" in
     smoke) defaults=(26b-a4b e4b 31b e2b)
-           harness smoke --out "$OUT/smoke" --build patched --variants "${choice[@]:-${defaults[@]}}" \
+           harness checks.smoke --out "$OUT/smoke" --build patched --variants "${choice[@]:-${defaults[@]}}" \
              -- "${small_graphs[@]}" || status=1 ;;
-    bad-input) harness bad_input --start "${choice[0]:-e2b}" --out "$OUT/bad-input" || status=1 ;;
-    access) harness access_check --variant "${choice[0]:-e2b}" --out "$OUT/access" || status=1 ;;
-    fuzz) harness fuzz --start "${choice[0]:-e2b}" --out "$OUT/fuzz" --requests "${FUZZ_REQUESTS:-600}" \
+    bad-input) harness checks.bad_input --start "${choice[0]:-e2b}" --out "$OUT/bad-input" || status=1 ;;
+    access) harness checks.access_check --variant "${choice[0]:-e2b}" --out "$OUT/access" || status=1 ;;
+    fuzz) harness checks.fuzz --start "${choice[0]:-e2b}" --out "$OUT/fuzz" --requests "${FUZZ_REQUESTS:-600}" \
             ${FUZZ_SEED:+--seed "$FUZZ_SEED"} || status=1 ;;
-    fuzz-routes) harness fuzz --routes --start "${choice[0]:-e2b}" --out "$OUT/fuzz-routes" \
+    fuzz-routes) harness checks.fuzz --routes --start "${choice[0]:-e2b}" --out "$OUT/fuzz-routes" \
                    --requests "${FUZZ_ROUTE_REQUESTS:-1000}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} || status=1 ;;
-    sampling-fuzz) harness sampling_fuzz --start "${choice[0]:-e2b}" --out "$OUT/sampling-fuzz" \
+    sampling-fuzz) harness checks.sampling_fuzz --start "${choice[0]:-e2b}" --out "$OUT/sampling-fuzz" \
                      --requests "${SAMPLING_FUZZ_REQUESTS:-400}" ${FUZZ_SEED:+--seed "$FUZZ_SEED"} || status=1 ;;
     gpu-tests) tree=$PREFIX-tree  # the layout the tests expect: TREE/python/sglang
-               read -ra tests <<< "${GPU_TESTS:-test/patches test/harness/test_cuda_timing.py}"
+               read -ra tests <<< "${GPU_TESTS:-test/patches test/gpu/kernels/test_cuda_timing.py}"
                if [ -n "$dry" ]; then
                  echo "patched: SGLANG_GEMMA4_TREE=$tree python3 -m pytest -q -p no:cacheprovider ${tests[*]}"
                else
@@ -111,25 +111,25 @@ for arg in "$@"; do
              ( . "$PREFIX/env-patched.sh"; exec setsid make serve SERVE_FLAGS="-- ${small_graphs[*]}" ) \
                > "$OUT/serve.log" 2>&1 &
              serve_pid=$!
-             harness ask 2>&1 | tee "$OUT/serve-check.txt" || status=1
+             harness checks.ask 2>&1 | tee "$OUT/serve-check.txt" || status=1
              kill -- -"$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true
            fi ;;
     parity) defaults=(e2b e4b 26b-a4b 31b)
             read -ra builds <<< "${PARITY_BUILDS:-pristine patched}"
-            harness parity --out "$OUT/parity" --variants "${choice[@]:-${defaults[@]}}" --builds "${builds[@]}" \
+            harness checks.parity --out "$OUT/parity" --variants "${choice[@]:-${defaults[@]}}" --builds "${builds[@]}" \
               --patched-env "${patched_env[@]}" --eager-variants e2b e4b --server-flags "${PARITY_FLAGS:-}" || status=1 ;;
-    repro) read -ra cases <<< "$(python3 -c 'from sglang_gemma4.gpu.repro import CASES; print(*CASES)')"
+    repro) read -ra cases <<< "$(python3 -c 'from sglang_gemma4.gpu.checks.repro import CASES; print(*CASES)')"
            for case in "${choice[@]:-${cases[@]}}"; do
              for build in pristine patched; do
                # the pristine build is expected to crash: only the patched one must survive
-               harness repro --case "$case" --build "$build" --out "$OUT/repro" ||
+               harness checks.repro --case "$case" --build "$build" --out "$OUT/repro" ||
                  { [ "$build" = pristine ] || status=1; }
              done
            done ;;
     ab) read -ra workloads <<< "${AB_WORKLOADS:-chat batch1}"
         read -ra flags <<< "${AB_FLAGS:-${bench_graphs[*]}}"
         for v in "${choice[@]:-26b-a4b}"; do
-          harness bench --variant "$v" --builds pristine patched --workloads "${workloads[@]}" \
+          harness studies.bench --variant "$v" --builds pristine patched --workloads "${workloads[@]}" \
             --out "$OUT/ab-$v" --patched-env "${patched_env[@]}" -- "${flags[@]}" || status=1
         done ;;
     *) harness run "$arg" --out "$OUT" || status=1 ;;

@@ -6,7 +6,7 @@ import pytest
 @pytest.fixture
 def argv_of_start(monkeypatch):
     """Server.start(), stopped at its Popen: returns the one argument list it would run."""
-    from sglang_gemma4.gpu import server
+    from sglang_gemma4.gpu.serve import server
 
     started = []
 

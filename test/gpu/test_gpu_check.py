@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from sglang_gemma4.gpu import presets, run
+from sglang_gemma4.gpu.serve import presets
+from sglang_gemma4.gpu import run
 from sglang_server_args import parse_server_args
 from patched_tree import TREE
 
@@ -158,7 +159,7 @@ def test_spec_step_gives_its_servers_the_switches_and_names_the_setup(tmp_path, 
 def test_every_module_of_this_package_imports_and_accepts_its_arguments():
     runs = commands("sglang_gemma4.")
     modules = {argv[2] for _, _, argv in runs}
-    assert {"sglang_gemma4.gpu.bench", "sglang_gemma4.gpu.tune_gemma4_moe", "sglang_gemma4.gpu.start_times"} <= modules
+    assert {"sglang_gemma4.gpu.studies.bench", "sglang_gemma4.gpu.kernels.tune_gemma4_moe", "sglang_gemma4.gpu.studies.start_times"} <= modules
     for _, _, argv in runs:
         if argv[2] in run.DRY_RUNS or argv[2] == "sglang_gemma4":
             continue  # parsed when they printed their servers; the CLI has its own tests
@@ -168,7 +169,7 @@ def test_every_module_of_this_package_imports_and_accepts_its_arguments():
 
 def test_a_bad_flag_in_an_experiment_fails_the_expansion(tmp_path, monkeypatch):
     monkeypatch.setattr(run, "DECODE_ONLY", ("--cuda-graph-max-batch", "32"))
-    (bench,) = [s for s in run.expand("swa:r0.8", tmp_path) if s.module == "sglang_gemma4.gpu.bench"]
+    (bench,) = [s for s in run.expand("swa:r0.8", tmp_path) if s.module == "sglang_gemma4.gpu.studies.bench"]
     done = subprocess.run([sys.executable, "-m", bench.module, "--dry-run", *bench.argv[3:]], capture_output=True,
                           text=True, timeout=120)
     (line,) = done.stdout.splitlines()

@@ -22,13 +22,15 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sglang_gemma4.gpu import presets
-from sglang_gemma4.gpu.server import REPO, describe, in_build
+from sglang_gemma4.gpu.serve import presets
+from sglang_gemma4.gpu import REPO
+from sglang_gemma4.gpu.serve.server import describe, in_build
 
 # The harness modules that start servers (or bench_one_batch) and print their command lines on --dry-run.
-DRY_RUNS = {f"sglang_gemma4.gpu.{m}" for m in ("smoke", "bench", "parity", "step_trace", "profile", "memory",
-                                                "bad_input", "repro", "mtp_greedy", "spec_step", "access_check",
-                                                "openai_suite", "prefill_profile")}
+DRY_RUNS = {f"sglang_gemma4.gpu.{m}" for m in (
+    "checks.smoke", "checks.parity", "checks.bad_input", "checks.repro", "checks.mtp_greedy", "checks.access_check",
+    "checks.openai_suite", "studies.bench", "studies.step_trace", "studies.profile", "studies.memory",
+    "studies.spec_step", "studies.prefill_profile")}
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ class Comparison:
             setups = [with_env(s, presets.simulated_acceptance(v)) for s in self.setups] if self.mtp else self.setups
             builds = [s for s in setups if s in ("pristine", "patched")]
             configs = [a for s in setups if s not in builds for a in ("--config", s)]
-            steps.append(harness("bench", "--variant", v, "--out", str(out / self.out.format(variant=v)),
+            steps.append(harness("studies.bench", "--variant", v, "--out", str(out / self.out.format(variant=v)),
                                  *(["--model", self.model.format(variant=v)] if self.model else []),
                                  *(["--mtp"] if self.mtp else []), "--builds", *builds, *configs,
                                  "--workloads", *(knob(self.workloads_knob, " ".join(self.workloads))
@@ -130,7 +132,7 @@ MM_SETUPS = ("pristine", "patched", "patched-no-yoco-ple=patched SGLANG_GEMMA4_Y
 def mtp(choice, out):
     """the MTP preset: 26B-A4B-shaped target + assistant draft, full size, dummy weights with the simulated acceptance
     (pristine, may fail; then patched)"""
-    return [harness("smoke", "--out", str(out / "mtp"), "--build", build, "--mtp", "--variants", v, "--env",
+    return [harness("checks.smoke", "--out", str(out / "mtp"), "--build", build, "--mtp", "--variants", v, "--env",
                     *env_words(presets.simulated_acceptance(v)), "--",
                     *presets.SMALL_GRAPHS, may_fail=build == "pristine")
             for build in ("pristine", "patched") for v in choice or ["26b-a4b"]]
@@ -138,7 +140,7 @@ def mtp(choice, out):
 
 def routing(choice, out):
     """the Gemma-4 routing kernel vs the torch routing ops, CUDA-graph replayed, T = 1..512 (patched build)"""
-    return [harness("bench_gemma4_routing", "--out", str(out / "routing"), build="patched")]
+    return [harness("kernels.bench_gemma4_routing", "--out", str(out / "routing"), build="patched")]
 
 
 def kernels(choice, out):
@@ -156,10 +158,10 @@ def profile(choice, out):
     batches = ["--batch-sizes", *knob("PROFILE_BATCH_SIZES", "")] if os.environ.get("PROFILE_BATCH_SIZES") else []
     steps = []
     for v in choice or ["26b-a4b"]:
-        steps += [harness("profile", "--variant", v, "--out", str(out / "profile"), "--build", b, *batches)
+        steps += [harness("studies.profile", "--variant", v, "--out", str(out / "profile"), "--build", b, *batches)
                   for b in knob("PROFILE_BUILDS", "pristine patched")]
         if os.environ.get("PROFILE_ENV"):
-            steps.append(harness("profile", "--variant", v, "--out", str(out / "profile"), "--build", "patched",
+            steps.append(harness("studies.profile", "--variant", v, "--out", str(out / "profile"), "--build", "patched",
                                  "--label", "patched-env", "--env", *knob("PROFILE_ENV", ""), *batches))
     return steps
 
@@ -171,23 +173,23 @@ def step_trace(choice, out):
     specs = [s.strip() for s in os.environ.get("TRACE_SETUPS", "").split(";") if s.strip()]
     setups = ["--builds", *([] if specs else ["pristine", "patched"]), *[a for s in specs for a in ("--config", s)]]
     load = ["--streams", *knob("TRACE_STREAMS", "1"), "--prompt-len", *knob("TRACE_PROMPT_LEN", "128")]
-    return [harness("step_trace", "--variant", v, "--out", str(out / f"step-trace-{v}"), *setups, *load)
+    return [harness("studies.step_trace", "--variant", v, "--out", str(out / f"step-trace-{v}"), *setups, *load)
             for v in choice or ["26b-a4b"]]
 
 
 def memory(choice, out):
     """weight memory and KV pool per build, model runner only: the conditional class at --mem-fraction-static
     0.85 (default 31b,e4b), then dense causal 31B with sglang's own memory settings (patch 0011's defaults)"""
-    return [harness("memory", "--out", str(out / "memory"), "--variants", *(choice or ["31b", "e4b"]), "--archs",
+    return [harness("studies.memory", "--out", str(out / "memory"), "--variants", *(choice or ["31b", "e4b"]), "--archs",
                     "conditional", "--memory", "explicit"),
-            harness("memory", "--out", str(out / "memory"), "--variants", "31b", "--archs", "causal", "--memory", "auto")]
+            harness("studies.memory", "--out", str(out / "memory"), "--variants", "31b", "--archs", "causal", "--memory", "auto")]
 
 
 def tp2_parity(choice, out):
     """tensor parallel 2, patched build, reduced-layer 31B vs transformers: FlashInfer's allreduce + RMSNorm
     fusion on and off (sglang serves TP unfused, with only a warning, when flashinfer.comm does not import)"""
     check = Step(("python3", "-c", "import flashinfer.comm"), build="patched", report=out / "flashinfer-comm.txt")
-    return [check] + [harness("parity", "--variants", *(choice or ["31b"]), "--builds", "patched", "--out",
+    return [check] + [harness("checks.parity", "--variants", *(choice or ["31b"]), "--builds", "patched", "--out",
                               str(out / f"tp2-parity-{mode}"), "--server-flags",
                               shlex.join(["--tp-size", "2", *TP2_SETUPS[mode].split()]))
                       for mode in ("fused", "unfused")]
@@ -210,7 +212,7 @@ def mtp_sides(name: str, variant: str, workloads: tuple[str, ...], flags: tuple[
     for side in knob("MTP_SETUPS", "off on"):
         steps += Comparison(name, (f"mtp-{side}=patched {env}".strip(),), workloads, "MTP_WORKLOADS", flags,
                             mtp=side == "on").steps(out, [variant])
-    return steps + [harness("bench", "--variant", variant, "--out", str(out / name), "--summarize-only")]
+    return steps + [harness("studies.bench", "--variant", variant, "--out", str(out / name), "--summarize-only")]
 
 
 def mtp_fill(choice, out):
@@ -233,7 +235,7 @@ def mtp_greedy(choice, out):
     with them on 70% of the tokens, under a load that fills the SWA pool: every token must match, the accept
     length must be partial (CHOICE, default 26b-a4b,31b); $MTP_GREEDY_ENV (KEY=VALUE ...) is given to both servers"""
     env = knob("MTP_GREEDY_ENV", "")
-    return [harness("mtp_greedy", "--out", str(out / "mtp-greedy"), "--variants",
+    return [harness("checks.mtp_greedy", "--out", str(out / "mtp-greedy"), "--variants",
                     *(choice or list(presets.SIMULATED_ACCEPT_LEN)), *(["--env", *env] if env else []))]
 
 
@@ -242,7 +244,7 @@ def openai_suite(choice, out):
     streaming, n > 1, logprobs, a forced tool call, JSON schema, regex, EBNF, stop, max_tokens, usage, refusals;
     mtp-greedy's reduced random-weight target served without MTP, then with its agreeing draft (real, partial
     acceptance), whose greedy constrained answers must equal MTP off's (CHOICE, default 26b-a4b; or 31b)"""
-    return [harness("openai_suite", "--start", v, "--out", str(out / f"openai-suite-{v}")) for v in choice or ["26b-a4b"]]
+    return [harness("checks.openai_suite", "--start", v, "--out", str(out / f"openai-suite-{v}")) for v in choice or ["26b-a4b"]]
 
 
 def structured_cost(choice, out):
@@ -266,7 +268,7 @@ def spec_step(choice, out):
     $SPEC_PROMPT_LEN the 128 prompt tokens of each stream; $SPEC_ENV (KEY=VALUE ...) is given to every server and
     $SPEC_LABEL names that setup in the files (e.g. an opt-in switch off, then on)"""
     env, label = knob("SPEC_ENV", ""), "-".join(knob("SPEC_LABEL", ""))
-    return [harness("spec_step", "--variant", v, "--build", build, "--out", str(out / "spec-step"),
+    return [harness("studies.spec_step", "--variant", v, "--build", build, "--out", str(out / "spec-step"),
                     "--batch-sizes", *knob("SPEC_BATCH_SIZES", "1 4 16 32"),
                     "--prompt-len", *knob("SPEC_PROMPT_LEN", "128"),
                     *(["--env", *env] if env else []), *(["--label", f"{build}-{label}"] if label else []),
@@ -280,9 +282,9 @@ def yoco(choice, out):
     steps = []
     for v in choice or ["e2b", "e4b"]:
         parity = ("--variants", v, "--builds", "patched-eager", "--patched-env", "SGLANG_GEMMA4_YOCO=1")
-        steps += [harness("parity", *parity, "--out", str(out / "yoco-parity")),
+        steps += [harness("checks.parity", *parity, "--out", str(out / "yoco-parity")),
                   # 256-token chunks: later chunks extend a cached prefix, as a radix-cache hit does
-                  harness("parity", *parity, "--server-flags", "--chunked-prefill-size 256", "--out",
+                  harness("checks.parity", *parity, "--server-flags", "--chunked-prefill-size 256", "--out",
                           str(out / "yoco-parity-chunked"))]
         steps += Comparison("yoco-{variant}", ("off=patched SGLANG_GEMMA4_YOCO=0", "on=patched SGLANG_GEMMA4_YOCO=1"),
                             ("long-prefill", "decode-burst"), "YOCO_WORKLOADS",
@@ -295,7 +297,7 @@ def moe_tune(choice, out):
     """the fused-MoE kernel configs for 26B-A4B on this GPU (tune_gemma4_moe, $MOE_TUNE_ARGS), then batch-1 and chat
     with sglang's shipped configs vs the tuned file (SGLANG_MOE_CONFIG_DIR), patched build"""
     tuned = out / "moe-tune"
-    return [harness("tune_gemma4_moe", "--out", str(tuned), *knob("MOE_TUNE_ARGS", ""), build="patched"),
+    return [harness("kernels.tune_gemma4_moe", "--out", str(tuned), *knob("MOE_TUNE_ARGS", ""), build="patched"),
             *Comparison("moe-ab", ("shipped=patched", f"tuned=patched SGLANG_MOE_CONFIG_DIR={tuned}"),
                         ("batch1", "chat"), None, DECODE_ONLY).steps(out)]
 
@@ -320,30 +322,30 @@ def coldstart(choice, out):
             env = {"SGLANG_GEMMA4_PREBUILD": prebuild, "TRITON_CACHE_DIR": f"{caches}/triton",
                    "TVM_FFI_CACHE_DIR": f"{caches}/tvm-ffi", "FLASHINFER_WORKSPACE_BASE": f"{caches}/flashinfer",
                    "TORCHINDUCTOR_CACHE_DIR": f"{caches}/inductor"}
-            steps.append(harness("smoke", "--out", str(out / f"coldstart-{start}"), "--build", build, "--variants", v,
+            steps.append(harness("checks.smoke", "--out", str(out / f"coldstart-{start}"), "--build", build, "--variants", v,
                                  "--", *knob("COLDSTART_FLAGS", ""), env=env,
                                  empty_first=None if start == "warm" else caches))
             logs.append(str(out / f"coldstart-{start}" / f"{v}-{build}.log"))
-        steps += [harness("compile_caches", str(caches), "--markdown", report=out / f"compiles-{v}.md"),
-                  harness("start_times", *logs, "--markdown", report=out / f"start-times-{v}.md")]
+        steps += [harness("studies.compile_caches", str(caches), "--markdown", report=out / f"compiles-{v}.md"),
+                  harness("studies.start_times", *logs, "--markdown", report=out / f"start-times-{v}.md")]
     return steps
 
 
 def tiles(choice, out):
     """the Triton extend-attention kernel on Gemma-4 shapes: a grid of tiles vs the shipped one ($TILE_CASES)"""
     cases = ["--cases", *knob("TILE_CASES", "")] if os.environ.get("TILE_CASES") else []
-    return [harness("bench_extend_attention_tiles", "--out", str(out / "tiles"), *cases, build="pristine")]
+    return [harness("kernels.bench_extend_attention_tiles", "--out", str(out / "tiles"), *cases, build="pristine")]
 
 
 def decode_tiles(choice, out):
     """the Triton decode attention (stage 1's tile, the KV-split cap) on Gemma-4 shapes vs the shipped launch"""
-    return [harness("bench_decode_attention_tiles", "--out", str(out / "decode-tiles"), build="pristine")]
+    return [harness("kernels.bench_decode_attention_tiles", "--out", str(out / "decode-tiles"), build="pristine")]
 
 
 def verify_attention(choice, out):
     """patch 0175: the MTP verify's attention, the grouped split-KV kernel vs extend_attention_fwd on 31B's and
     26B-A4B's layer shapes, timed from CUDA graphs and checked against float32 (patched build)"""
-    return [harness("bench_verify_attention", "--out", str(out / "verify-attention"), build="patched")]
+    return [harness("kernels.bench_verify_attention", "--out", str(out / "verify-attention"), build="patched")]
 
 
 def gqa_pack(choice, out):
@@ -351,7 +353,7 @@ def gqa_pack(choice, out):
     each tile of its table: an 8,192-token chunk after prefixes of 0-120K ($GQA_PACK_PREFIXES), bf16 and fp8 KV,
     ms per call and the packed output vs the old one (patched build)"""
     prefixes = ["--prefixes", *knob("GQA_PACK_PREFIXES", "")] if os.environ.get("GQA_PACK_PREFIXES") else []
-    return [harness("bench_extend_attention_gqa_pack", "--out", str(out / "gqa-pack"), *prefixes, build="patched")]
+    return [harness("kernels.bench_extend_attention_gqa_pack", "--out", str(out / "gqa-pack"), *prefixes, build="patched")]
 
 
 def opt_in_ab(choice, out):
@@ -423,7 +425,7 @@ def kv_capacity(choice, out):
     steps = []
     for part in parts:
         if part == "parity":
-            steps.append(harness("parity", "--out", str(kv / "parity"), "--variants", "26b-a4b", "e4b", "--builds",
+            steps.append(harness("checks.parity", "--out", str(kv / "parity"), "--variants", "26b-a4b", "e4b", "--builds",
                                  "patched", "--patched-env", *KV_ON.split()))
         elif part == "canary":
             steps += Comparison("kv-capacity/canary",
@@ -431,7 +433,7 @@ def kv_capacity(choice, out):
                                 ("chat-at-64",), None, KV_FLAGS).steps(out)
         elif part.startswith("memory"):
             sides = ("off", "on") if part == "memory" else (part.removeprefix("memory-"),)
-            steps += [harness("smoke", "--out", str(kv / f"memory-{side}"), "--build", "patched", "--variants",
+            steps += [harness("checks.smoke", "--out", str(kv / f"memory-{side}"), "--build", "patched", "--variants",
                               *knob("KV_MEMORY_VARIANTS", "31b e4b"), "--env", *KV_SETUPS[side].split(), "--",
                               *KV_FLAGS) for side in sides]
         elif part in KV_SETUPS:
@@ -442,9 +444,9 @@ def kv_capacity(choice, out):
         else:
             raise SystemExit(f"run: kv-capacity: unknown part {part} (one of {', '.join(KV_PARTS)})")
     if any(part in KV_SETUPS for part in parts):  # each setup ran its own bench: their tables side by side
-        steps.append(harness("bench", "--variant", "26b-a4b", "--out", str(kv), "--summarize-only"))
+        steps.append(harness("studies.bench", "--variant", "26b-a4b", "--out", str(kv), "--summarize-only"))
     logs = [f"{kv}/*.server.log", f"{kv}/canary/*.server.log", f"{kv}/memory-*/*.log", *knob("VLLM_LOG", "")]
-    return steps + [harness("kv_capacity", *logs, "--gpu-txt", str(out / "gpu.txt"), report=kv / "memory.md")]
+    return steps + [harness("studies.kv_capacity", *logs, "--gpu-txt", str(out / "gpu.txt"), report=kv / "memory.md")]
 
 
 # the long-context setups: the builds as the preset serves them at the model's own window, and the patched
@@ -480,7 +482,7 @@ def prefill_profile(choice, out):
     unknown = [b for b in builds if b not in ("pristine", "patched")]
     if unknown:
         raise SystemExit(f"run: prefill-profile: unknown build {', '.join(unknown)} (pristine or patched)")
-    return [harness("prefill_profile", "--variant", "26b-a4b", "--out", str(out / "prefill-profile"), "--builds", b,
+    return [harness("studies.prefill_profile", "--variant", "26b-a4b", "--out", str(out / "prefill-profile"), "--builds", b,
                     "--", *DECODE_ONLY) for b in builds]
 
 

@@ -1,4 +1,4 @@
-"""The access check (gpu/access_check.py): its probes, sent to the patched HTTP app in process (a stub
+"""The access check (gpu/checks/access_check.py): its probes, sent to the patched HTTP app in process (a stub
 tokenizer manager behind it, so the probes that need the serving classes and the model are left to
 the GPU run), all pass;
 a wrong status, a CORS header that should be absent and a key in a body are each reported; the
@@ -13,10 +13,10 @@ from pathlib import Path
 import patched_tree  # noqa: F401  (the patched sglang first on sys.path)
 import pytest
 
-from sglang_gemma4.gpu import access_check
-from sglang_gemma4.gpu.access_check import Answer, Probe
+from sglang_gemma4.gpu.checks import access_check
+from sglang_gemma4.gpu.checks.access_check import Answer, Probe
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "patches"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "patches"))
 from stub_server import serve  # noqa: E402
 
 

@@ -14,9 +14,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sglang_gemma4.gpu import ask
-from sglang_gemma4.gpu import server as server_module
-from sglang_gemma4.gpu.server import Server, http_json, wait_ready
+from sglang_gemma4.gpu.checks import ask
+from sglang_gemma4.gpu.serve import server as server_module
+from sglang_gemma4.gpu.serve.server import Server, http_json, wait_ready
 
 
 class StandIn(BaseHTTPRequestHandler):
@@ -114,7 +114,7 @@ HTTPServer(("127.0.0.1", int(sys.argv[1])), Ok).serve_forever()' "$3"
 HARNESS = """
 import sys, time
 from pathlib import Path
-from sglang_gemma4.gpu import server as s
+from sglang_gemma4.gpu.serve import server as s
 s.LAUNCH = Path(sys.argv[1])
 with s.Server("e2b", "patched", Path(sys.argv[2]), port=int(sys.argv[3]), env={"SGLANG_OPT_SWITCH": "1"}) as running:
     print("ready", flush=True)

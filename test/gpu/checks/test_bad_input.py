@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sglang_gemma4.gpu import bad_input
-from sglang_gemma4.gpu.bad_input import good_request
+from sglang_gemma4.gpu.checks import bad_input
+from sglang_gemma4.gpu.checks.bad_input import good_request
 
 
 def test_a_dead_server_reads_as_not_serving():

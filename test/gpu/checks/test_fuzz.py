@@ -9,7 +9,7 @@ import random
 import pytest
 from stand_in import JsonHandler, serving
 
-from sglang_gemma4.gpu import fuzz
+from sglang_gemma4.gpu.checks import fuzz
 
 VOCAB = 262144
 

@@ -9,7 +9,7 @@ import random
 import pytest
 from stand_in import JsonHandler, serving
 
-from sglang_gemma4.gpu import fuzz, routes
+from sglang_gemma4.gpu.checks import fuzz, routes
 
 VOCAB = 262144
 

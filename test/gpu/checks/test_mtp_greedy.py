@@ -9,9 +9,9 @@ import torch
 from transformers.models.gemma4_assistant.configuration_gemma4_assistant import Gemma4AssistantConfig
 from transformers.models.gemma4_assistant.modeling_gemma4_assistant import Gemma4AssistantForCausalLM
 
-from sglang_gemma4.gpu import mtp_greedy
-from sglang_gemma4.gpu.checkpoint import hf_model, init_random_, ordinary_ids, reduced_text_config
-from sglang_gemma4.gpu.variants import assistant_text_config
+from sglang_gemma4.gpu.checks import mtp_greedy
+from sglang_gemma4.gpu.serve.checkpoint import hf_model, init_random_, ordinary_ids, reduced_text_config
+from sglang_gemma4.gpu.serve.variants import assistant_text_config
 
 VOCAB = 2048
 TINY = {"vocab_size": VOCAB, "num_attention_heads": 2, "num_key_value_heads": 1, "num_global_key_value_heads": 1,
@@ -158,7 +158,7 @@ def test_a_server_that_died_names_the_error_its_log_ends_with(tmp_path):
     import subprocess
     import sys
 
-    from sglang_gemma4.gpu.server import Server
+    from sglang_gemma4.gpu.serve.server import Server
 
     log = tmp_path / "31b-mtp-off.log"
     log.write_text("[2026-11-25 04:54:01] Scheduler hit an exception: Traceback (most recent call last):\n"

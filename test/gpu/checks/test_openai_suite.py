@@ -1,4 +1,4 @@
-"""The openai client suite (gpu/openai_suite.py) in CI: the official `openai` client against sglang's
+"""The openai client suite (gpu/checks/openai_suite.py) in CI: the official `openai` client against sglang's
 HTTP app (http_server.app, served by uvicorn in this process) with the launch preset's grammar
 backend and gemma4 parsers, and a stub in place of the scheduler. The stub answers as a model would
 through the tokenizer manager: constrained requests with text their grammar accepts (checked with
@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "patches"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "patches"))
 
 import patched_tree  # noqa: E402,F401  (the patched sglang first on sys.path)
-from sglang_gemma4.gpu import openai_suite, presets  # noqa: E402
+from sglang_gemma4.gpu.checks import openai_suite  # noqa: E402
+from sglang_gemma4.gpu.serve import presets  # noqa: E402
 
 ANSWER = "Paris is the capital of France, on the Seine."
 Q = '<|"|>'
@@ -159,7 +160,7 @@ def server():
     from sglang.srt.managers.tokenizer_manager import TokenizerManager
     from sglang.srt.parser.template_manager import TemplateManager
     from sglang.srt.server_args import PortArgs
-    from sglang_gemma4.gpu.variants import write_config
+    from sglang_gemma4.gpu.serve.variants import write_config
 
     model_dir = write_config(Path(tempfile.mkdtemp(prefix="sglang-openai-suite-")), "e2b", "causal")
     byte_level_tokenizer(model_dir)

@@ -1,8 +1,8 @@
 """Parity scoring: agreement over greedy steps, log-probability deltas only where both sides saw the
 same history, bounds taken from transformers' own bf16 noise."""
 
-from sglang_gemma4.gpu.parity import bounds, compare, passes, prompts
-from sglang_gemma4.gpu.checkpoint import reduced_text_config, token_ids
+from sglang_gemma4.gpu.checks.parity import bounds, compare, passes, prompts
+from sglang_gemma4.gpu.serve.checkpoint import reduced_text_config, token_ids
 
 
 def step(top1: int, logprobs: dict) -> dict:

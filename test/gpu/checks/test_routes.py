@@ -1,4 +1,4 @@
-"""The route table (gpu/routes.py) against the routes sglang's HTTP app registers (the patched tree's
+"""The route table (gpu/checks/routes.py) against the routes sglang's HTTP app registers (the patched tree's
 sglang.srt.entrypoints.http_server.app): one entry per (method, path), each public or admin; a route
 the app adds (at a rebase) or drops fails here until the table says what it is. The fields the table
 names for a route's body must be fields of the model the route reads its body into."""
@@ -10,7 +10,7 @@ import typing
 import patched_tree  # noqa: F401  (sglang from the patched tree)
 import pytest
 
-from sglang_gemma4.gpu import routes
+from sglang_gemma4.gpu.checks import routes
 
 
 @functools.cache
@@ -23,13 +23,13 @@ def app():
 def test_every_route_the_app_registers_is_in_the_table():
     table = {key for key, route in routes.BY_KEY.items() if not route.only_when}
     missing = sorted(routes.registered(app()) - table)
-    assert not missing, f"routes sglang registers that gpu/routes.py does not classify: {missing}"
+    assert not missing, f"routes sglang registers that gpu/checks/routes.py does not classify: {missing}"
 
 
 def test_every_route_in_the_table_is_registered():
     table = {key for key, route in routes.BY_KEY.items() if not route.only_when}
     stale = sorted(table - routes.registered(app()))
-    assert not stale, f"routes in gpu/routes.py that sglang no longer registers: {stale}"
+    assert not stale, f"routes in gpu/checks/routes.py that sglang no longer registers: {stale}"
 
 
 def test_every_route_has_a_class_and_a_public_body_route_an_example():

@@ -10,7 +10,7 @@ import random
 import pytest
 from stand_in import JsonHandler, serving
 
-from sglang_gemma4.gpu import fuzz, sampling_fuzz
+from sglang_gemma4.gpu.checks import fuzz, sampling_fuzz
 
 VOCAB = 262144
 

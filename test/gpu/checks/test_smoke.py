@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from sglang_gemma4.gpu import smoke
-from sglang_gemma4.gpu.server import Server
+from sglang_gemma4.gpu.checks import smoke
+from sglang_gemma4.gpu.serve.server import Server
 
 
 def checked(tmp_path, monkeypatch, accept_len: float) -> dict:

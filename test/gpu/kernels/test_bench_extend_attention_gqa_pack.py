@@ -1,4 +1,4 @@
-"""gpu/bench_extend_attention_gqa_pack.py without a GPU: the gqa-pack experiment's command, the
+"""gpu/kernels/bench_extend_attention_gqa_pack.py without a GPU: the gqa-pack experiment's command, the
 bench's defaults (26B-A4B's and 31B's full layers, an 8,192-token chunk after 0-120K cached tokens,
 bf16 and fp8 KV, every tile), and one case measured end to end on CPU through Triton's interpreter
 (float32 stand-in for bf16, a counting timer): one row per tile, the old and the packed kernel agree."""
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from sglang.kernels.ops.attention import extend_attention as ea
-from sglang_gemma4.gpu import bench_extend_attention_gqa_pack as bench
+from sglang_gemma4.gpu.kernels import bench_extend_attention_gqa_pack as bench
 from sglang_gemma4.gpu import run
 
 
@@ -16,7 +16,7 @@ def test_experiment_runs_the_bench_on_the_patched_build(tmp_path, monkeypatch):
     monkeypatch.delenv("GQA_PACK_PREFIXES", raising=False)
     (step,) = run.expand("gqa-pack", tmp_path)
     assert step.build == "patched"
-    assert step.argv == ("python3", "-m", "sglang_gemma4.gpu.bench_extend_attention_gqa_pack",
+    assert step.argv == ("python3", "-m", "sglang_gemma4.gpu.kernels.bench_extend_attention_gqa_pack",
                          "--out", str(tmp_path / "gqa-pack"))
     monkeypatch.setenv("GQA_PACK_PREFIXES", "0 4096")
     (step,) = run.expand("gqa-pack", tmp_path)

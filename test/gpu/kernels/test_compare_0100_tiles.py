@@ -1,4 +1,4 @@
-"""sglang_gemma4.gpu.compare_0100_tiles: its tile table is patch 0100's, and it pairs each case's shipped tile
+"""sglang_gemma4.gpu.kernels.compare_0100_tiles: its tile table is patch 0100's, and it pairs each case's shipped tile
 with 0100's pick (short tile for verify-sized extends) from every tiles.jsonl it is given."""
 
 import json
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sglang_gemma4.gpu import compare_0100_tiles as compare
+from sglang_gemma4.gpu.kernels import compare_0100_tiles as compare
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def test_tiles_are_the_ones_patch_0100_returns():

@@ -3,7 +3,7 @@ times longer, and calls_per_graph divides the replay back to one call."""
 
 import pytest
 
-from sglang_gemma4.gpu.cuda_timing import graph_replay_us
+from sglang_gemma4.gpu.kernels.cuda_timing import graph_replay_us
 
 
 @pytest.mark.gpu

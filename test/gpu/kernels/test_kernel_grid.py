@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from sglang_gemma4.gpu.kernel_grid import compile_ahead, fastest_match, measure, measure_all
+from sglang_gemma4.gpu.kernels.kernel_grid import compile_ahead, fastest_match, measure, measure_all
 
 
 def record(directory: str, item: str) -> None:

@@ -3,7 +3,7 @@ size can use, the winner per batch size, and the fewest configs within a toleran
 
 import pytest
 
-from sglang_gemma4.gpu import tune_gemma4_moe as tune
+from sglang_gemma4.gpu.kernels import tune_gemma4_moe as tune
 
 
 def test_grids_are_the_full_cross_product_without_repeats():

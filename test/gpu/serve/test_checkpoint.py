@@ -8,10 +8,10 @@ import pytest
 import transformers
 import torch
 
-from sglang_gemma4.gpu.checkpoint import (CHAT_TEMPLATE, SPECIAL_TOKENS, build_tokenizer, hf_model, hidden_rms,
+from sglang_gemma4.gpu.serve.checkpoint import (CHAT_TEMPLATE, SPECIAL_TOKENS, build_tokenizer, hf_model, hidden_rms,
                                       init_random_, reduced_text_config, sglang_text_config, special_ids,
                                       write_checkpoint)
-from sglang_gemma4.gpu.variants import ASSISTANTS, VARIANTS, text_config
+from sglang_gemma4.gpu.serve.variants import ASSISTANTS, VARIANTS, text_config
 
 PUBLISHED = {  # variant: (hidden, layers, heads, kv heads, kv-shared, PLE, experts)
     "e2b": (1536, 35, 8, 1, 20, 256, None),

@@ -11,8 +11,8 @@ from pathlib import Path
 import patched_tree
 import pytest
 
-from sglang_gemma4.gpu import access, launch, presets, server
-from sglang_gemma4.gpu.server import Server
+from sglang_gemma4.gpu.serve import access, launch, presets, server
+from sglang_gemma4.gpu.serve.server import Server
 from sglang_server_args import parse_server_args
 
 PATCHED_SGLANG = patched_tree.TREE / "python" / "sglang"
@@ -112,7 +112,7 @@ def test_profiling_servers_hold_an_admin_key(tmp_path, monkeypatch, argv_of_star
 
 
 def test_step_trace_starts_its_servers_with_an_admin_key(tmp_path):
-    from sglang_gemma4.gpu import bench, step_trace
+    from sglang_gemma4.gpu.studies import bench, step_trace
 
     one = step_trace.server_for("e2b", bench.Setup("patched", "patched"), [], tmp_path)
     other = step_trace.server_for("e2b", bench.Setup("pristine", "pristine"), [], tmp_path)

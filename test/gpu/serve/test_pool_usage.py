@@ -2,7 +2,7 @@
 
 import pytest
 
-from sglang_gemma4.gpu.pool_usage import decode_rates, decode_stall_ms_per_step, parse, plot, summary
+from sglang_gemma4.gpu.serve.pool_usage import decode_rates, decode_stall_ms_per_step, parse, plot, summary
 
 LOG = """\
 [2026-11-22 06:57:14] Prefill batch, #new-seq: 2, #new-token: 2000, #cached-token: 0, full token usage: 0.02, swa token usage: 0.03, #running-req: 0, #queue-req: 5, #pending-token: 0, cuda graph: True, input throughput (token/s): 57.73

@@ -14,9 +14,9 @@ import types
 import pytest
 import torch
 
-from sglang_gemma4.gpu import prebuild
-from sglang_gemma4.gpu.checkpoint import write_checkpoint
-from sglang_gemma4.gpu.variants import text_config
+from sglang_gemma4.gpu.serve import prebuild
+from sglang_gemma4.gpu.serve.checkpoint import write_checkpoint
+from sglang_gemma4.gpu.serve.variants import text_config
 
 SEEN_IN_THE_26B_A4B_COLD_START = {  # sglang 0.5.17's JIT modules for the 26B-A4B shape
     ("sglang.kernels.ops.attention.rope", "_jit_fused_rope_module", (True, 256, torch.bfloat16, torch.bfloat16)),
@@ -25,7 +25,7 @@ SEEN_IN_THE_26B_A4B_COLD_START = {  # sglang 0.5.17's JIT modules for the 26B-A4
     ("sglang.kernels.ops.kvcache.kvcache", "_jit_kvcache_module", (2048, 2048)),
     ("sglang.kernels.ops.activation.activation", "activation_module", (torch.bfloat16,)),
     ("sglang.kernels.ops.attention.clamp_position", "_jit_clamp_position_module", (torch.int64,)),
-    ("sglang_gemma4.gpu.prebuild", "flashinfer_cuda_norm", ()),  # FlashInfer's norm, where sgl_kernel runs it
+    ("sglang_gemma4.gpu.serve.prebuild", "flashinfer_cuda_norm", ()),  # FlashInfer's norm, where sgl_kernel runs it
 }
 
 

@@ -1,4 +1,4 @@
-"""The launch presets (gpu/presets.py) and the launcher behind scripts/launch_gemma4.sh: every flag
+"""The launch presets (gpu/serve/presets.py) and the launcher behind scripts/launch_gemma4.sh: every flag
 parses with the pinned sglang's own server arguments; the prebuild runs first, for the served
 checkpoint and TP size, and can be skipped; a failed prebuild still starts the server; the MoE
 variant gets sglang's fused MoE sum, in serving and in the profiler alike; a harness server is
@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from sglang_gemma4.gpu import launch, presets, profile, server
-from sglang_gemma4.gpu.server import Server
+from sglang_gemma4.gpu.serve import launch, presets, server
+from sglang_gemma4.gpu.studies import profile
+from sglang_gemma4.gpu.serve.server import Server
 from sglang_server_args import parse_server_args
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXTRA_SETS = [presets.NO_GRAPHS, presets.SMALL_GRAPHS, presets.PARITY_GRAPHS, presets.BENCH_GRAPHS,
               presets.BENCH_GRAPHS_DECODE_ONLY]
 
@@ -106,7 +107,7 @@ def test_a_flag_sglang_does_not_know_fails_the_parse():
 
 def test_prebuild_runs_first_for_the_served_checkpoint_and_tp(tmp_path):
     prebuild, serve = dry_run("31b", "--model", str(tmp_path / "ckpt"), "--tp", "2")
-    assert prebuild[1:] == ["-m", "sglang_gemma4.gpu.prebuild", "--model", str(tmp_path / "ckpt"), "--tp", "2"]
+    assert prebuild[1:] == ["-m", "sglang_gemma4.gpu.serve.prebuild", "--model", str(tmp_path / "ckpt"), "--tp", "2"]
     assert serve[1:3] == ["-m", "sglang.launch_server"] and serve[serve.index("--tp-size") + 1] == "2"
 
 
@@ -121,7 +122,7 @@ def test_a_failed_prebuild_still_starts_the_server(monkeypatch, capsys):
     monkeypatch.setattr(launch.subprocess, "run", lambda argv: ran.append(argv) or subprocess.CompletedProcess(argv, 1))
     monkeypatch.setattr(launch.os, "execv", lambda path, argv: execs.append(argv))
     launch.main(["e2b", "--model", "m"])
-    assert [c[2] for c in ran + execs] == ["sglang_gemma4.gpu.prebuild", "sglang.launch_server"]
+    assert [c[2] for c in ran + execs] == ["sglang_gemma4.gpu.serve.prebuild", "sglang.launch_server"]
     assert "prebuild incomplete" in capsys.readouterr().err
 
 

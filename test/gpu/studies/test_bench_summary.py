@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from sglang_gemma4.gpu import bench
-from sglang_gemma4.gpu.bench import (WORKLOADS, Setup, add_setup_arguments, chosen_setups, dataset_args, parse_setup,
+from sglang_gemma4.gpu.studies import bench
+from sglang_gemma4.gpu.studies.bench import (WORKLOADS, Setup, add_setup_arguments, chosen_setups, dataset_args, parse_setup,
                                      plot, run_workload, summarize, write_summary)
-from sglang_gemma4.gpu.pool_usage import pool_sizes
-from sglang_gemma4.gpu.server import Server, patched_env
+from sglang_gemma4.gpu.serve.pool_usage import pool_sizes
+from sglang_gemma4.gpu.serve.server import Server, patched_env
 
 
 def record(setup, throughput, tpot, workload="chat"):
@@ -152,7 +152,7 @@ def test_a_server_that_dies_once_idle_fails_the_bench(tmp_path, monkeypatch, cap
     import subprocess
     import sys
 
-    from sglang_gemma4.gpu import server as server_module
+    from sglang_gemma4.gpu.serve import server as server_module
 
     def start(self, timeout=540):
         self.log_path.write_text("ValueError: pool memory leak detected! [swa] total=8192, available=602\n")

@@ -7,9 +7,10 @@ import json
 import pytest
 from aiohttp import web
 
-from sglang_gemma4.gpu import beside, bench, run
-from sglang_gemma4.gpu.beside import gap_summary, measure, percentile, split_gaps
-from sglang_gemma4.gpu.server import Server
+from sglang_gemma4.gpu.studies import beside, bench
+from sglang_gemma4.gpu import run
+from sglang_gemma4.gpu.studies.beside import gap_summary, measure, percentile, split_gaps
+from sglang_gemma4.gpu.serve.server import Server
 
 
 def test_percentile_interpolates_between_ranks():
@@ -102,7 +103,7 @@ def beside_run(tmp_path, monkeypatch, written: dict, log_line: str = "") -> dict
     server.log_path.write_text("max_total_num_tokens=456407 full_layer_tokens=456407 swa_layer_tokens=60000\n")
 
     def client(argv, **kwargs):
-        assert "sglang_gemma4.gpu.beside" in argv and argv[argv.index("--long") + 1:] == ["131072"]
+        assert "sglang_gemma4.gpu.studies.beside" in argv and argv[argv.index("--long") + 1:] == ["131072"]
         (tmp_path / argv[argv.index("--out") + 1]).write_text(json.dumps(written) + "\n")
         with server.log_path.open("a") as log:
             log.write(log_line)

@@ -1,9 +1,9 @@
-"""harness/compile_caches: the builds of a server start counted per cache and kernel or module, from
+"""gpu/studies/compile_caches: the builds of a server start counted per cache and kernel or module, from
 Triton's group files and the JIT caches' shared libraries, with write times relative to the first."""
 
 import os
 
-from sglang_gemma4.gpu.compile_caches import builds, summary
+from sglang_gemma4.gpu.studies.compile_caches import builds, summary
 
 
 def written_at(path, when: float):

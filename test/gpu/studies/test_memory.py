@@ -1,6 +1,6 @@
 """The memory harness reads what the model runner reserved from its log lines."""
 
-from sglang_gemma4.gpu.memory import parse_log
+from sglang_gemma4.gpu.studies.memory import parse_log
 
 LOG = """settled: chunked_prefill_size=4096 mem_fraction_static=0.88
 [2026-11-22 10:00:00] Load weight begin. avail mem=78.12 GB

@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from sglang_gemma4.gpu import prefill_profile, run
-from sglang_gemma4.gpu.prefill_profile import chunk_rows, largest_idle, report, table
+from sglang_gemma4.gpu.studies import prefill_profile
+from sglang_gemma4.gpu import run
+from sglang_gemma4.gpu.studies.prefill_profile import chunk_rows, largest_idle, report, table
 
 LAYERS = ["sliding_attention", "sliding_attention", "full_attention"]
 
@@ -92,7 +93,7 @@ def test_a_kept_trace_is_reduced_again_without_a_gpu(tmp_path, monkeypatch):
 def test_the_experiment_profiles_each_build_in_its_own_step(tmp_path):
     steps = run.expand("prefill-profile", tmp_path)
     assert [s.argv[s.argv.index("--builds") + 1] for s in steps] == ["pristine", "patched"]
-    assert all(s.module == "sglang_gemma4.gpu.prefill_profile" and "--cuda-graph-max-bs-decode" in s.argv
+    assert all(s.module == "sglang_gemma4.gpu.studies.prefill_profile" and "--cuda-graph-max-bs-decode" in s.argv
                for s in steps)
     with pytest.raises(SystemExit, match="unknown build unified"):
         run.expand("prefill-profile:unified", tmp_path)

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from sglang_gemma4.gpu import profile
-from sglang_gemma4.gpu.profile import (active_bytes, kernel_group, kernel_times, skipped_batches, summarize,
+from sglang_gemma4.gpu.studies import profile
+from sglang_gemma4.gpu.studies.profile import (active_bytes, kernel_group, kernel_times, skipped_batches, summarize,
                                            weight_bytes, write_report)
-from sglang_gemma4.gpu.variants import text_config
+from sglang_gemma4.gpu.serve.variants import text_config
 
 
 def write_text_config(directory, variant):

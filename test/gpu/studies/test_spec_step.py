@@ -11,10 +11,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sglang_gemma4.gpu import spec_step
-from sglang_gemma4.gpu.spec_step import (Stream, draft_weight_bytes, forward_times, kv_read_bytes, kv_token_bytes,
+from sglang_gemma4.gpu.studies import spec_step
+from sglang_gemma4.gpu.studies.spec_step import (Stream, draft_weight_bytes, forward_times, kv_read_bytes, kv_token_bytes,
                                          label_replays, spec_steps, step_bytes, summarize, wait_drained)
-from sglang_gemma4.gpu.variants import text_config
+from sglang_gemma4.gpu.serve.variants import text_config
 
 
 def launch(ts, correlation):

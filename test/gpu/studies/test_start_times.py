@@ -1,6 +1,6 @@
 """Start-time breakdown read from a server log."""
 
-from sglang_gemma4.gpu.start_times import main, start_times
+from sglang_gemma4.gpu.studies.start_times import main, start_times
 
 LOG = """launch_gemma4: patched sglang, 26b-a4b, tp 1, 127.0.0.1:30000
 prebuild: rope(True, 256, bfloat16): 9.1 s

@@ -1,7 +1,7 @@
 """step_trace's reading of a profiler trace: decode steps from CUDA-graph replays, what the GPU did
 between them and how long it idled."""
 
-from sglang_gemma4.gpu.step_trace import decode_steps, kernel_table, summarize, union_us
+from sglang_gemma4.gpu.studies.step_trace import decode_steps, kernel_table, summarize, union_us
 
 
 def kernel(ts, dur, correlation, cat="kernel", name="k"):

@@ -6,7 +6,8 @@ decoding to its full length."""
 import json
 from pathlib import Path
 
-from sglang_gemma4.gpu import bench, run
+from sglang_gemma4.gpu.studies import bench
+from sglang_gemma4.gpu import run
 
 
 def value(words: list[str], flag: str) -> str:

@@ -1,7 +1,7 @@
 """Access check: a served build lets in what docs/access.md says, on a real server (uvicorn, the
 warm-up, the scheduler behind the routes).
 
-    python -m sglang_gemma4.gpu.access_check --out DIR [--variant e2b] [--build patched] [--dry-run]
+    python -m sglang_gemma4.gpu.checks.access_check --out DIR [--variant e2b] [--build patched] [--dry-run]
         [-- extra flags]
 
 Two servers of the variant (dummy weights, no CUDA graphs: a quick start): one with no keys, one
@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
-from sglang_gemma4.gpu.presets import NO_GRAPHS
-from sglang_gemma4.gpu.server import Server, http_json
+from sglang_gemma4.gpu.serve.presets import NO_GRAPHS
+from sglang_gemma4.gpu.serve.server import Server, http_json
 
 USER, ADMIN = "user-key-0123456789", "admin-key-9876543210"
 PAGE = "https://page.example"

@@ -1,6 +1,6 @@
 """Wait for a server someone else started (e.g. `make serve`), then send it one greedy request.
 
-    python -m sglang_gemma4.gpu.ask [--url http://127.0.0.1:30000] [--timeout 400]
+    python -m sglang_gemma4.gpu.checks.ask [--url http://127.0.0.1:30000] [--timeout 400]
 
 Exits non-zero when the server is not ready in time or the request fails.
 """
@@ -8,7 +8,7 @@ Exits non-zero when the server is not ready in time or the request fails.
 import argparse
 import json
 
-from sglang_gemma4.gpu.server import http_json, wait_ready
+from sglang_gemma4.gpu.serve.server import http_json, wait_ready
 
 
 def main() -> int:

@@ -1,7 +1,7 @@
 """Malformed and hostile requests against a running server: each must get a clear 4xx (or a clean
 error in the stream) and the server must keep serving the next good request.
 
-    python -m sglang_gemma4.gpu.bad_input --url http://127.0.0.1:30000 --out DIR [--vocab 262144] [--context 32768]
+    python -m sglang_gemma4.gpu.checks.bad_input --url http://127.0.0.1:30000 --out DIR [--vocab 262144] [--context 32768]
 
 Writes DIR/bad_input.jsonl and DIR/bad_input.md.  Bounded: one request per case, 60 s timeout each.
 """
@@ -15,8 +15,8 @@ import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sglang_gemma4.gpu.presets import NO_GRAPHS
-from sglang_gemma4.gpu.server import Server, http_json
+from sglang_gemma4.gpu.serve.presets import NO_GRAPHS
+from sglang_gemma4.gpu.serve.server import Server, http_json
 
 
 def aborted_stream(url: str, rid: str | None = None) -> tuple[int, str]:

@@ -3,12 +3,12 @@
 (0, -1, 2**31, 2**63, NaN, +-inf), huge lists, text that is not valid Unicode and token ids at and
 beyond the vocabulary; streaming and not.
 
-    python -m sglang_gemma4.gpu.fuzz --start e2b --out DIR [--requests 600] [--seed N]
-    python -m sglang_gemma4.gpu.fuzz --url URL --log SERVER_LOG --out DIR ...
+    python -m sglang_gemma4.gpu.checks.fuzz --start e2b --out DIR [--requests 600] [--seed N]
+    python -m sglang_gemma4.gpu.checks.fuzz --url URL --log SERVER_LOG --out DIR ...
 
 PASS only if every answer is a 2xx with a sensible body or a 4xx, the server never dies, no answer
 is a 5xx, and afterwards the KV pool has drained and a good request is answered. Drained: while a
-probe request decodes alone, the scheduler's decode log lines (read as gpu/pool_usage.py reads
+probe request decodes alone, the scheduler's decode log lines (read as gpu/serve/pool_usage.py reads
 them) show it as the only running request, holding no more tokens than its own. Writes
 DIR/fuzz.json. Bounded: --requests requests, --workers at a time, 60 s each, none sent after
 --time-limit seconds (those count as failures: the server was too slow to answer them all).
@@ -17,7 +17,7 @@ The generator (`request`) also drives the CPU fuzz test of the validation layer.
 that are valid but slow to serve (n in the hundreds, top logprobs over the whole vocabulary, long
 generations): unit tests cover those boundaries.
 
-v2 (--routes): generated requests (`route_case`) to every route of the route table (gpu/routes.py):
+v2 (--routes): generated requests (`route_case`) to every route of the route table (gpu/checks/routes.py):
 hostile fields of each route's body, /generate's batch forms and rid games, bodies that are not JSON
 objects, truncated and invalid JSON, wrong content types, junk forms, admin routes without the key,
 with a wrong one and with the key (then only bodies the route's model refuses: a valid one would act
@@ -28,7 +28,7 @@ answered and no witness is refused or aborted. With --start the server gets --ad
 fuzz-admin-key. Writes DIR/fuzz-routes.json. CPU: test/patches/test_0203_route_fuzz.py sends the same
 generator's requests through sglang's HTTP app in process.
 
-    python -m sglang_gemma4.gpu.fuzz --routes --start e2b --out DIR --requests 1000
+    python -m sglang_gemma4.gpu.checks.fuzz --routes --start e2b --out DIR --requests 1000
 """
 
 import argparse
@@ -46,9 +46,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglang_gemma4.gpu import pool_usage
-from sglang_gemma4.gpu.presets import NO_GRAPHS
-from sglang_gemma4.gpu.server import Server, http_json
+from sglang_gemma4.gpu.serve import pool_usage
+from sglang_gemma4.gpu.serve.presets import NO_GRAPHS
+from sglang_gemma4.gpu.serve.server import Server, http_json
 
 ENDPOINTS = ("/generate", "/v1/completions", "/v1/chat/completions")
 INTS = [0, 1, -1, 2, 16, 2**31 - 1, 2**31, -(2**31), 2**32, 2**53 + 1, 2**63 - 1, 2**63, -(2**63) - 1, 2**64,
@@ -177,7 +177,7 @@ def request(rng: random.Random, vocab: int) -> tuple[str, dict]:
     return endpoint, payload
 
 
-# ---- v2: every route of the route table (gpu/routes.py) ----
+# ---- v2: every route of the route table (gpu/checks/routes.py) ----
 
 DEEP = 3000  # nesting deeper than Python's default recursion limit
 HOSTILE = [*WRONG_TYPES, *INTS, *FLOATS, *BAD_TEXT, *TEXTS, "\u202e\u0000\ufeff", "x" * 100000,
@@ -363,7 +363,7 @@ def route_case(rng: random.Random, vocab: int, table=None, admin_key: str | None
     not objects, raw-protocol abuse, admin routes with and without the key, rid games. Admin routes
     with the key get only bodies their model refuses (a valid one would act on the server), and on
     a live server no request to an admin route without a body."""
-    from sglang_gemma4.gpu import routes as route_table
+    from sglang_gemma4.gpu.checks import routes as route_table
 
     table = table or route_table.ROUTES
     public = [r for r in table if r.cls == route_table.PUBLIC and not r.only_when and r.body != "websocket"]
@@ -729,7 +729,7 @@ class Witnesses:
 
 def run_routes(url: str, log_path: Path, out: Path, count: int, seed: int, vocab: int, workers: int,
                admin_key: str | None, alive=None, time_limit: float = 420) -> bool:
-    """Fuzzer v2 against a live server: `count` generated requests to every route of gpu/routes.py
+    """Fuzzer v2 against a live server: `count` generated requests to every route of gpu/checks/routes.py
     (raw HTTP abuse and client disconnects among them) with witnesses running. PASS: no death, no
     answer of 5xx, no unanswered request (except raw abuse and disconnects), the KV pool drained, a
     good request served, no witness refused or aborted. Writes out/fuzz-routes.json."""
@@ -837,7 +837,7 @@ def run_against_server(args: argparse.Namespace, server: Server | None, name: st
 def main() -> int:
     parser = server_parser(__doc__, requests=600, workers=8, time_limit=300)
     parser.add_argument("--routes", action="store_true",
-                        help="v2: every route of gpu/routes.py, raw HTTP abuse, disconnects and witnesses "
+                        help="v2: every route of gpu/checks/routes.py, raw HTTP abuse, disconnects and witnesses "
                              "(writes fuzz-routes.json)")
     parser.add_argument("--admin-key", help="with --url: the server's --admin-api-key (with --start: one is made)")
     args = parse_run_args(parser)

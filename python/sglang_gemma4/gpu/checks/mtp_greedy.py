@@ -1,6 +1,6 @@
 """Greedy decoding with frozen-KV MTP must emit exactly the tokens of greedy decoding without it.
 
-    python -m sglang_gemma4.gpu.mtp_greedy --out DIR [--variants 26b-a4b 31b] [--dry-run]
+    python -m sglang_gemma4.gpu.checks.mtp_greedy --out DIR [--variants 26b-a4b 31b] [--dry-run]
 
 Per variant: a reduced-layer random-weight target and an assistant draft built to agree with it part of
 the time (below), then the patched build serving the target greedy without MTP and with MTP, the same
@@ -33,11 +33,11 @@ import json
 import math
 from pathlib import Path
 
-from sglang_gemma4.gpu.checkpoint import ordinary_ids, token_ids, write_checkpoint
-from sglang_gemma4.gpu.pool_usage import parse, summary
-from sglang_gemma4.gpu.presets import MTP_STEPS, SIMULATED_ACCEPT_LEN
-from sglang_gemma4.gpu.server import Server, http_json, patched_env
-from sglang_gemma4.gpu.variants import COMMON, assistant_text_config
+from sglang_gemma4.gpu.serve.checkpoint import ordinary_ids, token_ids, write_checkpoint
+from sglang_gemma4.gpu.serve.pool_usage import parse, summary
+from sglang_gemma4.gpu.serve.presets import MTP_STEPS, SIMULATED_ACCEPT_LEN
+from sglang_gemma4.gpu.serve.server import Server, http_json, patched_env
+from sglang_gemma4.gpu.serve.variants import COMMON, assistant_text_config
 
 LAYERS = 4
 DRAFT_AGREEMENT = 0.7
@@ -138,7 +138,7 @@ def write_draft(variant: str, out: Path, target_embedding, succ, knows, seed: in
     from transformers.models.gemma4_assistant.configuration_gemma4_assistant import Gemma4AssistantConfig
     from transformers.models.gemma4_assistant.modeling_gemma4_assistant import Gemma4AssistantForCausalLM
 
-    from sglang_gemma4.gpu.checkpoint import init_random_
+    from sglang_gemma4.gpu.serve.checkpoint import init_random_
 
     text = assistant_text_config(variant)
     config = Gemma4AssistantConfig(text_config={**text, **token_ids(text["vocab_size"])},

@@ -1,14 +1,14 @@
 """The OpenAI API as users drive it: the official `openai` Python client against a server.
 
-    python -m sglang_gemma4.gpu.openai_suite --url http://127.0.0.1:30000 [--api-key K] [--out DIR]
-    python -m sglang_gemma4.gpu.openai_suite --start VARIANT --out DIR [--dry-run]
+    python -m sglang_gemma4.gpu.checks.openai_suite --url http://127.0.0.1:30000 [--api-key K] [--out DIR]
+    python -m sglang_gemma4.gpu.checks.openai_suite --start VARIANT --out DIR [--dry-run]
 
 Each check sends what a client sends (chat, streaming, n > 1, logprobs, a forced tool call, JSON
 schema, regex and EBNF output, stop, max_tokens, usage, refused requests) and asserts what any
 model's answer must satisfy: greedy streams equal greedy answers, constrained output parses and
 follows its schema, usage adds up, refusals arrive as the client's exception classes. The schemas
 are bounded (enums, booleans, short arrays), so that a model with dummy or random weights still
-finishes each answer. test/harness/test_openai_suite.py runs the same checks in CI against sglang's
+finishes each answer. test/gpu/checks/test_openai_suite.py runs the same checks in CI against sglang's
 HTTP app in process, with the scheduler replaced by a stub.
 
 --start serves VARIANT (26b-a4b or 31b) as mtp_greedy.py builds it: a reduced random-weight target
@@ -27,8 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sglang_gemma4.gpu.presets import MTP_DRAFT_TOKENS as MTP_TOKENS
-from sglang_gemma4.gpu.presets import SIMULATED_ACCEPT_LEN
+from sglang_gemma4.gpu.serve.presets import MTP_DRAFT_TOKENS as MTP_TOKENS
+from sglang_gemma4.gpu.serve.presets import SIMULATED_ACCEPT_LEN
 
 WEATHER_PARAMETERS = {
     "type": "object",
@@ -278,7 +278,7 @@ def report(runs: dict[str, Run], diffs: list[str] | None) -> str:
 def start_and_run(variant: str, out: Path, checkpoints: Path, seed: int, dry_run: bool) -> int:
     """mtp_greedy's reduced random-weight target and its agreeing draft (real, partial acceptance), served
     without MTP and then with it; every check on each, then the greedy constrained answers compared."""
-    from sglang_gemma4.gpu import mtp_greedy
+    from sglang_gemma4.gpu.checks import mtp_greedy
 
     target, draft = (checkpoints / variant).resolve(), (checkpoints / f"{variant}-assistant").resolve()
     servers = dict(zip(("mtp-off", "mtp-on"), mtp_greedy.servers(variant, target, draft, out)))

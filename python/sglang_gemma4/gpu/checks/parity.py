@@ -1,7 +1,7 @@
 """Parity: greedy next token and log-probabilities of sglang (pristine and patched) against
 transformers' own Gemma-4 on the same random weights and prompts.
 
-    python -m sglang_gemma4.gpu.parity --out DIR [--variants e2b e4b 26b-a4b 31b] [--builds ...]
+    python -m sglang_gemma4.gpu.checks.parity --out DIR [--variants e2b e4b 26b-a4b 31b] [--builds ...]
         [--arch causal|conditional] [--server-flags "--tp-size 2 ..."]
 
 Per variant: write a reduced-layer random-weight checkpoint (checkpoint.py), run transformers'
@@ -18,10 +18,10 @@ import json
 import shlex
 from pathlib import Path
 
-from sglang_gemma4.gpu.checkpoint import (hf_config, hf_model_class, ordinary_ids, reduced_text_config, token_ids,
+from sglang_gemma4.gpu.serve.checkpoint import (hf_config, hf_model_class, ordinary_ids, reduced_text_config, token_ids,
                                      write_checkpoint)
-from sglang_gemma4.gpu.presets import NO_GRAPHS, PARITY_GRAPHS
-from sglang_gemma4.gpu.server import Server, http_json, patched_env
+from sglang_gemma4.gpu.serve.presets import NO_GRAPHS, PARITY_GRAPHS
+from sglang_gemma4.gpu.serve.server import Server, http_json, patched_env
 
 LAYERS = {"e2b": 8, "e4b": 8, "26b-a4b": 4, "31b": 4}
 TOP = 20

@@ -1,6 +1,6 @@
 """Crash repros (crash_repro/NAME/): does one bad request take a build's server down?
 
-    python -m sglang_gemma4.gpu.repro --case NAME --build pristine|patched --out DIR [--variant e2b]
+    python -m sglang_gemma4.gpu.checks.repro --case NAME --build pristine|patched --out DIR [--variant e2b]
 
 Starts the build's server (config-only checkpoint, dummy weights, no CUDA graphs: a fast start),
 sends the case's request (to /generate or the case's route), then a good one.  Prints one JSON line: the bad request's status and
@@ -12,9 +12,9 @@ import json
 import time
 from pathlib import Path
 
-from sglang_gemma4.gpu.bad_input import good_request
-from sglang_gemma4.gpu.presets import NO_GRAPHS
-from sglang_gemma4.gpu.server import Server, http_json
+from sglang_gemma4.gpu.checks.bad_input import good_request
+from sglang_gemma4.gpu.serve.presets import NO_GRAPHS
+from sglang_gemma4.gpu.serve.server import Server, http_json
 
 VOCAB = 262144
 CASES = {  # name: raw body (bytes, so that non-standard JSON such as NaN goes as sent) for /generate, or (route, body)

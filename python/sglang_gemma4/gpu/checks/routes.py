@@ -3,13 +3,13 @@
 
 - public: a client's route. `body` names the model FastAPI reads the JSON body into (None: the route
   takes no body; "multipart": a form; "websocket"), `example` is a valid body and `fields` the kind of
-  value each field takes (the kinds of gpu/fuzz.py's `value`), which the fuzzer varies.
+  value each field takes (the kinds of gpu/checks/fuzz.py's `value`), which the fuzzer varies.
 - admin: administration or debugging (weights, tensors, NCCL groups, pause/continue, abort, flush
   cache, profiling, dump folders, logging...): off by default, open only with the admin API key.
 
 test/patches/test_0200_route_table.py fails when the app registers a route this table lacks or the
 table names one the app lacks (a route added or removed upstream is noticed at rebase), and when a
-field named here is not a field of the route's body model. The fuzzer (gpu/fuzz.py) sends generated
+field named here is not a field of the route's body model. The fuzzer (gpu/checks/fuzz.py) sends generated
 requests to every route in it.
 """
 

@@ -4,13 +4,13 @@ limits, -inf, -inf on every token but the one the min-new-tokens penalizer also 
 huge repetition penalties, additive penalties past +-2, temperatures from 1e-6 up, top-p/top-k/min-p
 at their edges, and their combinations; streaming and not, on /generate and the OpenAI routes.
 
-    python -m sglang_gemma4.gpu.sampling_fuzz --start e2b --out DIR [--requests 400] [--seed N]
-    python -m sglang_gemma4.gpu.sampling_fuzz --url URL --log SERVER_LOG --out DIR ...
+    python -m sglang_gemma4.gpu.checks.sampling_fuzz --start e2b --out DIR [--requests 400] [--seed N]
+    python -m sglang_gemma4.gpu.checks.sampling_fuzz --url URL --log SERVER_LOG --out DIR ...
 
 Each round sends --workers requests at once, half of them good (an ordinary prompt, temperature 0,
 0.7 or 1), so that the scheduler batches them with the hostile ones. PASS only if no answer is a 5xx
 or missing, every good request is answered 2xx with a sensible body, the server never dies, and
-afterwards the KV pool has drained and a probe request is answered (gpu/fuzz.py's probe). Writes
+afterwards the KV pool has drained and a probe request is answered (gpu/checks/fuzz.py's probe). Writes
 DIR/sampling_fuzz.json, with the slowest good answer.
 """
 
@@ -20,9 +20,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sglang_gemma4.gpu import fuzz
-from sglang_gemma4.gpu.presets import NO_GRAPHS
-from sglang_gemma4.gpu.server import Server
+from sglang_gemma4.gpu.checks import fuzz
+from sglang_gemma4.gpu.serve.presets import NO_GRAPHS
+from sglang_gemma4.gpu.serve.server import Server
 
 TEMPERATURES = [0.0, 1e-6, 1e-5, 1e-3, 0.1, 0.5, 0.7, 1.0, 2.0, 100.0, 1e30, 3.4e38]
 BIASES = [-math.inf, -3.4e38, -1e30, -101.0, -100.0, -1.0, 0.0, 1e-45, 1.0, 100.0, 100.5, 1e10, 3.4e38]

@@ -1,6 +1,6 @@
 """Smoke check: each variant's server comes up, answers /generate and /v1/chat/completions.
 
-    python -m sglang_gemma4.gpu.smoke --out DIR [--build pristine|patched] [--variants ...] [--mtp]
+    python -m sglang_gemma4.gpu.checks.smoke --out DIR [--build pristine|patched] [--variants ...] [--mtp]
         [--env KEY=VALUE ...] [-- extra flags]
 
 Writes DIR/smoke.jsonl (one record per server) and DIR/<variant>-<build>.log; prints a table.
@@ -11,9 +11,9 @@ import json
 import time
 from pathlib import Path
 
-from sglang_gemma4.gpu.pool_usage import pool_sizes
-from sglang_gemma4.gpu.presets import full_acceptance_problem
-from sglang_gemma4.gpu.server import Server, http_json, patched_env
+from sglang_gemma4.gpu.serve.pool_usage import pool_sizes
+from sglang_gemma4.gpu.serve.presets import full_acceptance_problem
+from sglang_gemma4.gpu.serve.server import Server, http_json, patched_env
 
 
 def check(server: Server) -> dict:

@@ -1,7 +1,7 @@
 """Triton decode attention on Gemma-4 shapes (issue #10's batch-1 lead): the grouped stage-1 kernel's
 tile and the number of KV splits against what sglang ships, on the GPU this runs on.
 
-    python -m sglang_gemma4.gpu.bench_decode_attention_tiles --out DIR [--batches 1 4 16 64] [--contexts 256 2000 8000]
+    python -m sglang_gemma4.gpu.kernels.bench_decode_attention_tiles --out DIR [--batches 1 4 16 64] [--contexts 256 2000 8000]
 
 One decode step of one layer (stage 1 over KV splits, then stage 2's reduction), 26B-A4B's heads
 (16 query heads; sliding layers: 8 KV heads x 256 over at most the 1024-token window, as the triton
@@ -22,7 +22,7 @@ import torch
 from sglang.kernels.ops.attention import decode_attention as da
 from sglang.kernels.ops.attention.metadata import get_num_kv_splits_triton
 
-from sglang_gemma4.gpu.kernel_grid import add_jobs_argument, compile_ahead, fastest_match, measure_all
+from sglang_gemma4.gpu.kernels.kernel_grid import add_jobs_argument, compile_ahead, fastest_match, measure_all
 
 HEADS, WINDOW = 16, 1024
 LAYERS = {"sliding": (8, 256), "full": (2, 512)}  # kv heads, head dim

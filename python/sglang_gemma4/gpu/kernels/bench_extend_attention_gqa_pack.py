@@ -2,7 +2,7 @@
 query head, 0100's Hopper tile) against the packed kernel (one program per KV head's query-head
 group) with each tile of its table, on the GPU this runs on.
 
-    python -m sglang_gemma4.gpu.bench_extend_attention_gqa_pack --out DIR [--prefixes 0 32768 65536 122880]
+    python -m sglang_gemma4.gpu.kernels.bench_extend_attention_gqa_pack --out DIR [--prefixes 0 32768 65536 122880]
         [--chunk 8192] [--models 26B-A4B 31B] [--kv-dtypes bf16 fp8] [--tiles NAME ...] [--repeats 3]
 
 One layer's prefill chunk: one request's --chunk new tokens (bf16 q/k/v) after a cached prefix,

@@ -1,7 +1,7 @@
 """Triton extend-attention tiles on Gemma-4 shapes (issue #8 part 3): kernel time of every tile in a
 grid against the tile sglang ships, on the GPU this runs on.
 
-    python -m sglang_gemma4.gpu.bench_extend_attention_tiles --out DIR [--cases NAME ...] [--rep-ms 25]
+    python -m sglang_gemma4.gpu.kernels.bench_extend_attention_tiles --out DIR [--cases NAME ...] [--rep-ms 25]
 
 Shapes: 26B-A4B/31B attention heads (16 query heads; sliding layers 8 KV heads x 256 with window
 1024, full layers 2 KV heads x 512), causal, no custom mask; cases: prefill bs 1 x 8192 and bs 1 x
@@ -23,7 +23,7 @@ import torch
 
 from sglang.kernels.ops.attention import extend_attention as ea
 
-from sglang_gemma4.gpu.kernel_grid import add_jobs_argument, compile_ahead, fastest_match, measure_all
+from sglang_gemma4.gpu.kernels.kernel_grid import add_jobs_argument, compile_ahead, fastest_match, measure_all
 
 HEADS = 16
 LAYERS = {"sliding": (8, 256, 1024), "full": (2, 512, -1)}  # kv heads, head dim, window

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from sglang.kernels.ops.layernorm.gemma4_fused_ops import gemma4_fused_routing
-from sglang_gemma4.gpu.cuda_timing import graph_replay_us
+from sglang_gemma4.gpu.kernels.cuda_timing import graph_replay_us
 
 CALLS_PER_GRAPH = 100
 

@@ -1,7 +1,7 @@
 """The MTP target verify's attention on Gemma-4 shapes (patch 0175): extend_attention_fwd, which the
 triton backend ran it through, against the grouped split-KV kernel, on the GPU this runs on.
 
-    python -m sglang_gemma4.gpu.bench_verify_attention --out DIR [--batches 1 4 16 32] [--prefixes 200 1500 8000]
+    python -m sglang_gemma4.gpu.kernels.bench_verify_attention --out DIR [--batches 1 4 16 32] [--prefixes 200 1500 8000]
 
 One layer's verify: each request's 4 draft tokens (a top-k 1 chain) over its cached prefix, as the
 backend hands it (a sliding layer: the window's last 1023 positions), bf16, KV rows scattered in the
@@ -20,7 +20,7 @@ import torch
 from sglang.kernels.ops.attention import verify_grouped_attention as vg
 from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
 
-from sglang_gemma4.gpu.cuda_timing import graph_replay_us
+from sglang_gemma4.gpu.kernels.cuda_timing import graph_replay_us
 
 CHAIN = 4
 REPEATS = 20  # graph replays timed per kernel

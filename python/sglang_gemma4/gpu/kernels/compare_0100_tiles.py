@@ -2,7 +2,7 @@
 files that bench_extend_attention_tiles writes (one per GPU): per case and layer the shipped tile's
 time, 0100's tile's time and max relative error, and their ratio; one column group per file.
 
-    python -m sglang_gemma4.gpu.compare_0100_tiles H100/tiles.jsonl H200/tiles.jsonl
+    python -m sglang_gemma4.gpu.kernels.compare_0100_tiles H100/tiles.jsonl H200/tiles.jsonl
 
 Needs no GPU and nothing but the standard library.
 """

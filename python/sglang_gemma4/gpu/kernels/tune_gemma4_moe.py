@@ -1,6 +1,6 @@
 """Tune sglang's Triton fused-MoE kernel config for a Gemma-4 MoE shape on this GPU (issue #10 part 2).
 
-    python -m sglang_gemma4.gpu.tune_gemma4_moe --out DIR [--variant 26b-a4b] [--tp 1] [--batch-sizes 1 2 4 ...]
+    python -m sglang_gemma4.gpu.kernels.tune_gemma4_moe --out DIR [--variant 26b-a4b] [--tp 1] [--batch-sizes 1 2 4 ...]
         [--grid quick|full|decode] [--repeats 20] [--share-within 0.02 | --per-gemm] [--jobs 8]
 
 For each batch size, sglang's own `fused_experts` (both expert GEMMs and the activation, bf16, top-k
@@ -29,10 +29,10 @@ import json
 import sys
 from pathlib import Path
 
-from sglang_gemma4.gpu.kernel_grid import add_jobs_argument, compile_ahead
-from sglang_gemma4.gpu.cuda_timing import graph_replay_us
-from sglang_gemma4.gpu.presets import BACKENDS, model_flags, resolved_server_args
-from sglang_gemma4.gpu.variants import text_config, write_config
+from sglang_gemma4.gpu.kernels.kernel_grid import add_jobs_argument, compile_ahead
+from sglang_gemma4.gpu.kernels.cuda_timing import graph_replay_us
+from sglang_gemma4.gpu.serve.presets import BACKENDS, model_flags, resolved_server_args
+from sglang_gemma4.gpu.serve.variants import text_config, write_config
 
 BATCH_SIZES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 2048, 4096]
 GRIDS = {

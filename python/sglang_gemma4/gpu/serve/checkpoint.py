@@ -22,7 +22,7 @@ import json
 import math
 from pathlib import Path
 
-from sglang_gemma4.gpu.variants import ARCHS, TOWERS, VARIANTS, assistant_text_config, text_config
+from sglang_gemma4.gpu.serve.variants import ARCHS, TOWERS, VARIANTS, assistant_text_config, text_config
 
 # Gemma 4's multimodal placeholders, under the names its processor reads from the tokenizer
 MULTIMODAL_TOKENS = {"image_token": "<|image|>", "boi_token": "<|image>", "eoi_token": "<image|>",

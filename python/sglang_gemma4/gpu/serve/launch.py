@@ -1,6 +1,6 @@
 """Serve a Gemma-4 variant with this stack's preset (presets.py); scripts/launch_gemma4.sh runs this.
 
-    python -m sglang_gemma4.gpu.launch VARIANT [--model DIR] [--mtp] [--draft DIR] [--tp N]
+    python -m sglang_gemma4.gpu.serve.launch VARIANT [--model DIR] [--mtp] [--draft DIR] [--tp N]
         [--host H] [--port P] [--api-key K] [--admin-api-key K] [--no-structured-output] [--no-parsers]
         [--no-prebuild] [--dry-run] [-- extra launch_server flags]
 
@@ -17,10 +17,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sglang_gemma4.gpu import access
-from sglang_gemma4.gpu.presets import PRESETS, server_args
+from sglang_gemma4.gpu import REPO
+from sglang_gemma4.gpu.serve import access
+from sglang_gemma4.gpu.serve.presets import PRESETS, server_args
 
-REPO = Path(__file__).resolve().parents[3]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -41,7 +41,7 @@ def parser() -> argparse.ArgumentParser:
                    "updates, profiling, cache flushes, ...) to this key; without it they answer 403")
     p.add_argument("--no-prebuild", action="store_true",
                    help="skip building sglang's and FlashInfer's CUDA modules side by side before the server starts "
-                        "(python -m sglang_gemma4.gpu.prebuild); a server then compiles the ones missing from its "
+                        "(python -m sglang_gemma4.gpu.serve.prebuild); a server then compiles the ones missing from its "
                         "caches one after another during its first graph capture (SGLANG_GEMMA4_PREBUILD=0 does the "
                         "same)")
     p.add_argument("--no-structured-output", action="store_true",
@@ -65,7 +65,7 @@ def config_only(variant: str, path: Path, arch: str, dry_run: bool) -> None:
     """A config-and-tokenizer checkpoint (served with dummy weights), made once."""
     if dry_run or (path / "config.json").is_file():
         return
-    from sglang_gemma4.gpu.checkpoint import write_checkpoint
+    from sglang_gemma4.gpu.serve.checkpoint import write_checkpoint
 
     write_checkpoint(variant, path, arch=arch, weights="none", repo_root=REPO)
 
@@ -87,7 +87,7 @@ def commands(args: argparse.Namespace) -> tuple[list[str] | None, list[str]]:
                            admin_api_key=args.admin_api_key, structured_output=not args.no_structured_output,
                            parsers=not args.no_parsers), *args.extra]
     prebuild = not args.no_prebuild and os.environ.get("SGLANG_GEMMA4_PREBUILD", "1") != "0"
-    return ([sys.executable, "-m", "sglang_gemma4.gpu.prebuild", "--model", model, "--tp", str(args.tp)]
+    return ([sys.executable, "-m", "sglang_gemma4.gpu.serve.prebuild", "--model", model, "--tp", str(args.tp)]
             if prebuild else None), server
 
 

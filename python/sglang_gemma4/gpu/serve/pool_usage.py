@@ -1,7 +1,7 @@
 """KV pool usage over a run, read from the server's own log lines (the scheduler logs every prefill
 batch and every `decode_log_interval` decode steps).
 
-    python -m sglang_gemma4.gpu.pool_usage SERVER_LOG [--png FILE] [--by-batch]
+    python -m sglang_gemma4.gpu.serve.pool_usage SERVER_LOG [--png FILE] [--by-batch]
 
 Per run: peak running and queued requests, peak full-attention and SWA pool usage, requests
 retracted because the pool ran out, and the prompt tokens prefilled and served from the radix cache

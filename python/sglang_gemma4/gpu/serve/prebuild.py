@@ -1,7 +1,7 @@
 """Build the CUDA modules a Gemma-4 server compiles at first use, all at once, before it starts
 (issue #10 part 3, cold start).
 
-    python -m sglang_gemma4.gpu.prebuild --model DIR [--tp N]
+    python -m sglang_gemma4.gpu.serve.prebuild --model DIR [--tp N]
 
 sglang compiles several CUDA modules with nvcc the first time a forward pass needs them: its JIT
 kernels (0.5.17: sglang/kernels/ops; RoPE per rotary width, the KV-cache store per K/V row size,
@@ -42,7 +42,7 @@ ROPE = ("sglang.kernels.ops.attention.rope", "_jit_fused_rope_module")
 KV_STORE = ("sglang.kernels.ops.kvcache.kvcache", "_jit_kvcache_module")
 ACTIVATION = ("sglang.kernels.ops.activation.activation", "activation_module")
 CLAMP_POSITION = ("sglang.kernels.ops.attention.clamp_position", "_jit_clamp_position_module")
-FLASHINFER_NORM = ("sglang_gemma4.gpu.prebuild", "flashinfer_cuda_norm")
+FLASHINFER_NORM = ("sglang_gemma4.gpu.serve.prebuild", "flashinfer_cuda_norm")
 BF16_BYTES = 2
 
 

@@ -1,10 +1,10 @@
 """The launch presets: every sglang server flag this project passes, defined here once.
 
-    python -m sglang_gemma4.gpu.presets NAME   # one of the flag sets below, a word per line (for shell)
+    python -m sglang_gemma4.gpu.serve.presets NAME   # one of the flag sets below, a word per line (for shell)
 
 The launcher (launch.py, behind scripts/launch_gemma4.sh), the harness's servers (server.py), the
 profiler's and memory check's bench_one_batch runs and the GPU experiments (run.py) all build their
-command lines from these lists; test/harness/test_presets.py parses each with sglang's own server
+command lines from these lists; test/gpu/serve/test_presets.py parses each with sglang's own server
 arguments parser.
 """
 

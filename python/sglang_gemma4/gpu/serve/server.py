@@ -17,9 +17,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sglang_gemma4.gpu import launch
+from sglang_gemma4.gpu import REPO
+from sglang_gemma4.gpu.serve import launch
 
-REPO = Path(__file__).resolve().parents[3]
 ERROR_LINE = re.compile(r"^\w*(Error|Exception)\b.*:")  # a traceback's last line, e.g. "ValueError: ..."
 # sglang checks its pools for leaked slots once idle and dies on one (SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE),
 # after the last answer was sent: a run ends with the server idle this long and still running

@@ -1,9 +1,9 @@
 """A/B benchmarks with sglang.bench_serving: each server setup in turn, same GPU, same call.
 
-    python -m sglang_gemma4.gpu.bench --variant 26b-a4b --out DIR \\
+    python -m sglang_gemma4.gpu.studies.bench --variant 26b-a4b --out DIR \\
         [--builds pristine patched] [--config 'NAME=BUILD [KEY=VALUE ...] [flags]' ...]
         [--workloads chat summarization batch1] [--model DIR] [-- server flags for all]
-    python -m sglang_gemma4.gpu.bench --variant 26b-a4b --out DIR --summarize-only
+    python -m sglang_gemma4.gpu.studies.bench --variant 26b-a4b --out DIR --summarize-only
 
 A setup is a build (pristine or patched) with its environment and extra launch flags: `--builds`
 gives the plain builds, `--config` named variations of them, e.g.
@@ -28,9 +28,10 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sglang_gemma4.gpu import pool_usage
-from sglang_gemma4.gpu.presets import full_acceptance_problem
-from sglang_gemma4.gpu.server import REPO, Server, in_build, patched_env
+from sglang_gemma4.gpu.serve import pool_usage
+from sglang_gemma4.gpu.serve.presets import full_acceptance_problem
+from sglang_gemma4.gpu import REPO
+from sglang_gemma4.gpu.serve.server import Server, in_build, patched_env
 
 # name: (input len, output len, prompts, max concurrency)
 WORKLOADS = {
@@ -176,7 +177,7 @@ def client_command(server: Server, name: str, tokenizer: str, raw: Path) -> list
     """The client of a workload, writing its record (the last line of `raw`): bench_serving, or beside.py."""
     if name in BESIDE_WORKLOADS:
         streams, chat_len, chat_out, long_lens = BESIDE_WORKLOADS[name]
-        return ["python3", "-m", "sglang_gemma4.gpu.beside", "--url", server.url, "--out", str(raw), "--streams",
+        return ["python3", "-m", "sglang_gemma4.gpu.studies.beside", "--url", server.url, "--out", str(raw), "--streams",
                 str(streams), "--chat-len", str(chat_len), "--chat-out", str(chat_out), "--long", *map(str, long_lens)]
     command = ["python3", "-m", "sglang.bench_serving", "--backend", "sglang", "--host", "127.0.0.1", "--port",
                str(server.port), "--tokenizer", tokenizer, *dataset_args(name), "--output-file", str(raw)]

@@ -1,7 +1,7 @@
 """Running streams beside a long prefill: do the requests that are decoding keep going while a long prompt
 prefills?
 
-    python -m sglang_gemma4.gpu.beside --url http://127.0.0.1:30000 --out FILE.json \\
+    python -m sglang_gemma4.gpu.studies.beside --url http://127.0.0.1:30000 --out FILE.json \\
         [--streams 8] [--chat-len 128] [--chat-out 4000] [--long 131072 ...] [--long-out 16]
 
 Streams --streams greedy requests (--chat-len prompt ids each, --chat-out tokens) to /generate; once every

@@ -1,6 +1,6 @@
 """What a server start compiled, read from its compile caches (issue #10 part 3, cold start).
 
-    python -m sglang_gemma4.gpu.compile_caches ROOT [--markdown]
+    python -m sglang_gemma4.gpu.studies.compile_caches ROOT [--markdown]
 
 ROOT holds the caches a start was pointed at (check.sh coldstart sets the variables):
 - triton/ (TRITON_CACHE_DIR): one folder per compiled kernel, with a group file

@@ -1,7 +1,7 @@
 """Where a server's GPU memory goes, and how many full-attention tokens long requests get, read
 from its start-up log: sglang (0.5.12's and 0.5.17's wording) and vLLM (v1 engine).
 
-    python -m sglang_gemma4.gpu.kv_capacity LOG [LOG ...] [--variant 26b-a4b] [--context 32768]
+    python -m sglang_gemma4.gpu.studies.kv_capacity LOG [LOG ...] [--variant 26b-a4b] [--context 32768]
         [--gpu-total-gib 79.19 | --gpu-txt OUT/gpu.txt] [--json]
 
 A LOG may be a glob pattern, expanded when the report runs (the runner's kv-capacity experiment
@@ -27,7 +27,7 @@ import re
 import sys
 from pathlib import Path
 
-from sglang_gemma4.gpu.variants import VARIANTS
+from sglang_gemma4.gpu.serve.variants import VARIANTS
 
 NUMBER = r"([\d,]+(?:\.\d+)?)"
 SGLANG = {

@@ -1,6 +1,6 @@
 """Weight memory and KV pool size of a full-size checkpoint, per build (issue #4 parts 2 and 3).
 
-    python -m sglang_gemma4.gpu.memory --out DIR [--variants 31b e4b] [--archs conditional causal]
+    python -m sglang_gemma4.gpu.studies.memory --out DIR [--variants 31b e4b] [--archs conditional causal]
         [--builds pristine patched] [--memory explicit auto]
 
 Each case loads the variant's config-only checkpoint (full size, dummy weights) in
@@ -19,10 +19,11 @@ import re
 import subprocess
 from pathlib import Path
 
-from sglang_gemma4.gpu import pool_usage
-from sglang_gemma4.gpu.checkpoint import write_checkpoint
-from sglang_gemma4.gpu.presets import BACKENDS, NO_GRAPHS
-from sglang_gemma4.gpu.server import REPO, describe, in_build
+from sglang_gemma4.gpu.serve import pool_usage
+from sglang_gemma4.gpu.serve.checkpoint import write_checkpoint
+from sglang_gemma4.gpu.serve.presets import BACKENDS, NO_GRAPHS
+from sglang_gemma4.gpu import REPO
+from sglang_gemma4.gpu.serve.server import describe, in_build
 
 EXPLICIT_FRACTION = "0.85"
 # bench_one_batch does not log its server arguments: print the two memory settings they settle on.

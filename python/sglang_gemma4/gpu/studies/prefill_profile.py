@@ -1,10 +1,10 @@
 """Where a long prefill's time goes, chunk by chunk.
 
-    python -m sglang_gemma4.gpu.prefill_profile --variant 26b-a4b --out DIR [--builds pristine patched]
+    python -m sglang_gemma4.gpu.studies.prefill_profile --variant 26b-a4b --out DIR [--builds pristine patched]
         [--config 'NAME=BUILD [KEY=VALUE ...] [flags]' ...] [--prompt-len 131072] [--chunk 8192]
         [-- server flags for every setup]
-    python -m sglang_gemma4.gpu.prefill_profile --out DIR --report
-    python -m sglang_gemma4.gpu.prefill_profile --out DIR --from-trace TRACE.json.gz --label NAME
+    python -m sglang_gemma4.gpu.studies.prefill_profile --out DIR --report
+    python -m sglang_gemma4.gpu.studies.prefill_profile --out DIR --from-trace TRACE.json.gz --label NAME
 
 For each setup (as in bench.py): start the server (launch preset, dummy weights, its own window), prefill a
 warm-up prompt of two chunks (the extend kernels compile outside the trace), then record one --prompt-len
@@ -26,11 +26,11 @@ import json
 import time
 from pathlib import Path
 
-from sglang_gemma4.gpu.bench import add_setup_arguments, chosen_setups
-from sglang_gemma4.gpu.profile import kernel_group
-from sglang_gemma4.gpu.step_trace import GPU_EVENTS, server_for, union_us, written_trace
-from sglang_gemma4.gpu.server import http_json
-from sglang_gemma4.gpu.variants import text_config
+from sglang_gemma4.gpu.studies.bench import add_setup_arguments, chosen_setups
+from sglang_gemma4.gpu.studies.profile import kernel_group
+from sglang_gemma4.gpu.studies.step_trace import GPU_EVENTS, server_for, union_us, written_trace
+from sglang_gemma4.gpu.serve.server import http_json
+from sglang_gemma4.gpu.serve.variants import text_config
 
 PROMPT_LEN, CHUNK = 131072, 8192
 # sglang's Triton extend attention (triton_ops/extend_attention.py): one launch per layer per chunk;

@@ -1,8 +1,8 @@
 """Where one decode step's GPU time goes, per shape and batch size (issue #10 part 1).
 
-    python -m sglang_gemma4.gpu.profile --variant 26b-a4b --out DIR [--build patched]
+    python -m sglang_gemma4.gpu.studies.profile --variant 26b-a4b --out DIR [--build patched]
         [--batch-sizes 1 4 16 64] [--env KEY=VALUE ...] [--label NAME]
-    python -m sglang_gemma4.gpu.profile --report DIR/<variant>-<label>-profile.jsonl
+    python -m sglang_gemma4.gpu.studies.profile --report DIR/<variant>-<label>-profile.jsonl
 
 Two runs of `sglang.bench_one_batch` on the variant's config-only checkpoint (full size, dummy
 weights), prompt 256 tokens, 32 decode steps per batch size:
@@ -25,9 +25,10 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 
-from sglang_gemma4.gpu.checkpoint import write_checkpoint
-from sglang_gemma4.gpu.presets import BACKENDS, model_flags
-from sglang_gemma4.gpu.server import REPO, describe, in_build, patched_env
+from sglang_gemma4.gpu.serve.checkpoint import write_checkpoint
+from sglang_gemma4.gpu.serve.presets import BACKENDS, model_flags
+from sglang_gemma4.gpu import REPO
+from sglang_gemma4.gpu.serve.server import describe, in_build, patched_env
 
 PROMPT_LEN, DECODE_STEPS, PROFILED_STEPS = 256, 32, 3
 # Nominal HBM bandwidth (bytes/s) by device name; the floor is the active weights read once per step.

@@ -1,10 +1,10 @@
 """Where one speculative decoding step's time goes with frozen-KV MTP: the draft loop, the target
 verify and the bookkeeping between them.
 
-    python -m sglang_gemma4.gpu.spec_step --variant 26b-a4b --out DIR [--build patched]
+    python -m sglang_gemma4.gpu.studies.spec_step --variant 26b-a4b --out DIR [--build patched]
         [--env KEY=VALUE ... --label NAME]
         [--batch-sizes 1 4 16 32] [--accept-len 2.8] [--steps 40] [-- server flags]
-    python -m sglang_gemma4.gpu.spec_step --report DIR/<variant>-<build>-spec-step.jsonl
+    python -m sglang_gemma4.gpu.studies.spec_step --report DIR/<variant>-<build>-spec-step.jsonl
 
 One server: the launch preset with --mtp (3 steps, 4 draft tokens, top-k 1; dummy weights) and the
 acceptance sglang's verify simulates (SGLANG_SIMULATE_ACC_LEN, match-expected; by default the
@@ -41,14 +41,15 @@ import time
 import urllib.request
 from pathlib import Path
 
-from sglang_gemma4.gpu.checkpoint import write_checkpoint
-from sglang_gemma4.gpu.pool_usage import parse, summary
-from sglang_gemma4.gpu.presets import (MTP_DRAFT_TOKENS, MTP_STEPS, SIMULATED_ACCEPT_LEN, full_acceptance_problem,
+from sglang_gemma4.gpu.serve.checkpoint import write_checkpoint
+from sglang_gemma4.gpu.serve.pool_usage import parse, summary
+from sglang_gemma4.gpu.serve.presets import (MTP_DRAFT_TOKENS, MTP_STEPS, SIMULATED_ACCEPT_LEN, full_acceptance_problem,
                                        simulated_acceptance)
-from sglang_gemma4.gpu.profile import HBM_BYTES_PER_S, active_bytes, weight_bytes
-from sglang_gemma4.gpu.server import REPO, Server, admin_key, http_json, patched_env
-from sglang_gemma4.gpu.step_trace import busy_between, graph_replays, request_for, union_us, written_trace
-from sglang_gemma4.gpu.variants import VARIANTS, assistant_text_config, text_config
+from sglang_gemma4.gpu.studies.profile import HBM_BYTES_PER_S, active_bytes, weight_bytes
+from sglang_gemma4.gpu import REPO
+from sglang_gemma4.gpu.serve.server import Server, admin_key, http_json, patched_env
+from sglang_gemma4.gpu.studies.step_trace import busy_between, graph_replays, request_for, union_us, written_trace
+from sglang_gemma4.gpu.serve.variants import VARIANTS, assistant_text_config, text_config
 
 PROMPT_LEN, OUTPUT_LEN, TRACE_AFTER = 128, 1024, 64
 DRAFT_FORWARDS = MTP_STEPS  # one draft forward per step

@@ -1,9 +1,9 @@
 """Where a server's start goes, read from its log (issue #10 part 3).
 
-    python -m sglang_gemma4.gpu.start_times LOG [LOG ...] [--markdown]
+    python -m sglang_gemma4.gpu.studies.start_times LOG [LOG ...] [--markdown]
 
 For each sglang server log: the launch preset's prebuild of CUDA modules, which runs before the
-server and so before its first log line (sglang_gemma4.gpu.prebuild's own total), the time from the
+server and so before its first log line (sglang_gemma4.gpu.serve.prebuild's own total), the time from the
 first log line to weight loading done, the decode CUDA-graph capture and the piecewise capture
 (sglang's own "Time elapsed"), and the first line to "The server is fired up" (ready). Decode graph
 sizes come from the logged server arguments (0.5.12) or the decode capture's first line (0.5.17).

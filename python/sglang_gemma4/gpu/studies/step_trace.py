@@ -1,6 +1,6 @@
 """Where a served decode step's time goes: on the GPU, or waiting for the scheduler (issue #10).
 
-    python -m sglang_gemma4.gpu.step_trace --variant 26b-a4b --out DIR [--builds pristine patched]
+    python -m sglang_gemma4.gpu.studies.step_trace --variant 26b-a4b --out DIR [--builds pristine patched]
         [--config 'NAME=BUILD [KEY=VALUE ...] [flags]' ...] [--steps 60] [--streams 1] [--prompt-len 128]
         [-- server flags for every setup]
 
@@ -30,8 +30,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from sglang_gemma4.gpu.bench import Setup, add_setup_arguments, chosen_setups
-from sglang_gemma4.gpu.server import Server, admin_key
+from sglang_gemma4.gpu.studies.bench import Setup, add_setup_arguments, chosen_setups
+from sglang_gemma4.gpu.serve.server import Server, admin_key
 
 PROMPT_LEN, OUTPUT_LEN, TRACE_AFTER = 128, 2000, 256
 GPU_EVENTS = ("kernel", "gpu_memset", "gpu_memcpy")
