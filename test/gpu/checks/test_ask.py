@@ -97,7 +97,7 @@ def test_a_port_that_frees_within_the_wait_is_taken():
 
 
 FAKE_LAUNCH = """#!/usr/bin/env bash
-# stand-in for scripts/launch_gemma4.sh VARIANT --port N: leaves its pid, then serves 200s, or never
+# stand-in for the launcher (VARIANT --port N): leaves its pid, then serves 200s, or never
 echo $$ > "$FAKE_PID"
 [ "$FAKE_READY" = 1 ] || exec sleep 600
 exec "$FAKE_PYTHON" -c '
@@ -115,7 +115,7 @@ HARNESS = """
 import sys, time
 from pathlib import Path
 from sglang_gemma4.gpu.serve import server as s
-s.LAUNCH = Path(sys.argv[1])
+s.LAUNCHER = (sys.argv[1],)
 with s.Server("e2b", "patched", Path(sys.argv[2]), port=int(sys.argv[3]), env={"SGLANG_OPT_SWITCH": "1"}) as running:
     print("ready", flush=True)
     time.sleep(600)

@@ -155,9 +155,22 @@ def test_the_shell_preset_is_the_launcher(tmp_path):
 def test_a_harness_server_starts_from_an_argument_list(tmp_path, argv_of_start):
     s = Server("e2b", "patched", tmp_path / "log", model="/ck pt", extra=["--served-model-name", "a b; rm -rf x"])
     argv = argv_of_start(s)
-    assert argv[:3] == ["bash", "-c", '. "$0" && exec "$@"'] and argv[3].endswith("env-patched.sh")
-    assert argv[4:] == [str(server.LAUNCH), "e2b", "--port", "30000", "--model", "/ck pt", "--",
+    assert argv[:3] == ["bash", "-c", '. "$0" && PYTHONPATH="$1:$PYTHONPATH" exec "${@:2}"']
+    assert argv[3].endswith("env-patched.sh") and argv[4] == str(REPO / "python")
+    assert argv[5:] == [*server.LAUNCHER, "e2b", "--port", "30000", "--model", "/ck pt", "--",
                         "--served-model-name", "a b; rm -rf x"]
     # and what a dry run prints is the launch preset's expansion of the same arguments
     build, command = s.describe().split(": ", 1)
     assert build == "patched" and shlex.split(command)[-2:] == ["--served-model-name", "a b; rm -rf x"]
+
+
+def test_a_harness_server_gets_what_the_launcher_makes_of_its_command_line(tmp_path):
+    s = Server("26b-a4b", "patched", tmp_path / "log", model="/m", mtp=True, draft="/d", port=31000, admin_key="k",
+               extra=["--served-model-name", "x"])
+    options = s.launch_options()
+    assert launch.parse(options.argv()) == options
+    _, command = launch.commands(launch.parse(["--dry-run", *options.argv()]))
+    assert s.describe() == server.describe("patched", {}, command)
+    every = launch.Launch("e2b", tp=2, host="0.0.0.0", api_key="a", no_prebuild=True, no_structured_output=True,
+                          no_parsers=True, dry_run=True)
+    assert launch.parse(every.argv()) == every

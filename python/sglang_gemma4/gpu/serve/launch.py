@@ -15,6 +15,7 @@ import os
 import shlex
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from sglang_gemma4.gpu import REPO
@@ -53,12 +54,41 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
-    """The options, and in .extra the launch_server flags after --, which come last to override the preset."""
+@dataclass(frozen=True)
+class Launch:
+    """The launcher's options (parser()'s), and the launch_server flags after --, which come last to
+    override the preset. The harness's servers (server.py) build one directly."""
+
+    variant: str
+    model: str | None = None
+    mtp: bool = False
+    draft: str | None = None
+    tp: int = 1
+    host: str = "127.0.0.1"
+    port: int = 30000
+    api_key: str | None = None
+    admin_api_key: str | None = None
+    no_prebuild: bool = False
+    no_structured_output: bool = False
+    no_parsers: bool = False
+    dry_run: bool = False
+    extra: tuple[str, ...] = ()
+
+    def argv(self) -> list[str]:
+        """The launcher's command line for these options: parse(launch.argv()) == launch."""
+        defaults = Launch(self.variant)
+        words = [self.variant, "--port", str(self.port)]
+        for name in ("model", "mtp", "draft", "tp", "host", "api_key", "admin_api_key", "no_prebuild",
+                     "no_structured_output", "no_parsers", "dry_run"):
+            value, flag = getattr(self, name), "--" + name.replace("_", "-")
+            if value != getattr(defaults, name):
+                words += [flag] if isinstance(value, bool) else [flag, str(value)]
+        return [*words, "--", *self.extra]
+
+
+def parse(argv: list[str]) -> Launch:
     cut = argv.index("--") if "--" in argv else len(argv)
-    args = parser().parse_args(argv[:cut])
-    args.extra = argv[cut + 1:]
-    return args
+    return Launch(**vars(parser().parse_args(argv[:cut])), extra=tuple(argv[cut + 1:]))
 
 
 def config_only(variant: str, path: Path, arch: str, dry_run: bool) -> None:
@@ -70,7 +100,7 @@ def config_only(variant: str, path: Path, arch: str, dry_run: bool) -> None:
     write_checkpoint(variant, path, arch=arch, weights="none", repo_root=REPO)
 
 
-def commands(args: argparse.Namespace) -> tuple[list[str] | None, list[str]]:
+def commands(args: Launch) -> tuple[list[str] | None, list[str]]:
     """(the prebuild's command or None, the server's command)."""
     model, draft, dummy = args.model, args.draft, False
     if not model:

@@ -14,7 +14,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sglang_gemma4.gpu import REPO
@@ -24,7 +24,8 @@ ERROR_LINE = re.compile(r"^\w*(Error|Exception)\b.*:")  # a traceback's last lin
 # sglang checks its pools for leaked slots once idle and dies on one (SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE),
 # after the last answer was sent: a run ends with the server idle this long and still running
 IDLE_CHECK_S = 5
-LAUNCH = REPO / "scripts" / "launch_gemma4.sh"
+# the launcher (launch.py) as scripts/launch_gemma4.sh runs it, in the build's environment with this package on top
+LAUNCHER = ("python3", "-m", "sglang_gemma4.gpu.serve.launch")
 PORT_WAIT_S = 90  # for a server a cut-off run is still stopping (Server.stop waits up to 60 s)
 
 
@@ -136,11 +137,14 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def launch_args(self) -> list[str]:
-        """The launch preset's arguments for this server; extra flags last, so that they win."""
-        return [self.variant, "--port", str(self.port), *(["--model", self.model] if self.model else []),
-                *(["--mtp"] if self.mtp else []), *(["--draft", self.draft] if self.draft else []),
-                *(["--admin-api-key", self.admin_key] if self.admin_key else []), "--", *self.extra]
+    def launch_options(self) -> launch.Launch:
+        """The launcher's options for this server; extra flags last, so that they win over the preset."""
+        return launch.Launch(self.variant, model=self.model, mtp=self.mtp, draft=self.draft, port=self.port,
+                             admin_api_key=self.admin_key, extra=tuple(self.extra))
+
+    def command(self) -> list[str]:
+        """The launcher's command line for this server."""
+        return [*LAUNCHER, *self.launch_options().argv()]
 
     def admin_json(self, method: str, path: str, payload: dict | None = None, timeout: float = 120) -> tuple[int, str]:
         """http_json to one of the server's admin routes, with its admin key."""
@@ -151,7 +155,7 @@ class Server:
     def describe(self) -> str:
         """The server's command line as the launch preset expands it, with its build and environment
         (what a dry run prints instead of starting it)."""
-        _, command = launch.commands(launch.parse(["--dry-run", *self.launch_args()]))
+        _, command = launch.commands(replace(self.launch_options(), dry_run=True))
         return describe(self.build, self.env, command)
 
     def start(self, timeout: float = 540) -> "Server":
@@ -163,11 +167,11 @@ class Server:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "w")
         # the log names what it is a log of: the build, the extra environment (opt-in switches), the flags
-        log.write(describe(self.build, self.env, [str(LAUNCH), *self.launch_args()]) + "\n")
+        log.write(describe(self.build, self.env, self.command()) + "\n")
         log.flush()
         started = time.monotonic()
         exit_on_sigterm()
-        self.process = subprocess.Popen(in_build(self.build, [str(LAUNCH), *self.launch_args()]), stdout=log, stderr=subprocess.STDOUT,
+        self.process = subprocess.Popen(in_build(self.build, self.command(), harness=True), stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True, cwd=REPO, env={**os.environ, **self.env})
         try:
             ready = wait_ready(self.url, timeout, alive=lambda: self.process.poll() is None)
