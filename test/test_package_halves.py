@@ -39,8 +39,8 @@ def test_a_half_imports_only_itself(half):
     assert foreign_imports(half) == []
 
 
-# What each layer of gpu/ may import besides itself and the gpu package (REPO); run.py, above them all,
-# may import every layer.
+# What each layer of gpu/ may import besides itself and the gpu package (REPO); the stage table
+# (stages/) and its runner (run.py), above them all, may import every layer.
 GPU_LAYERS = {"serve": set(), "checks": {"serve"}, "studies": {"serve"}, "kernels": {"serve"}}
 
 
@@ -58,9 +58,9 @@ def layer_crossings(layer: str, modules: dict[str, str]) -> list[str]:
             and layer_of(name) not in allowed]
 
 
-def test_gpu_holds_its_layers_and_the_runner_only():
+def test_gpu_holds_its_layers_the_stages_and_the_runner_only():
     assert sorted(p.name for p in (PACKAGE / "gpu").iterdir() if p.name != "__pycache__") == sorted(
-        ["__init__.py", "run.py", *GPU_LAYERS])
+        ["__init__.py", "run.py", "stages", *GPU_LAYERS])
 
 
 @pytest.mark.parametrize("layer", GPU_LAYERS)

@@ -9,17 +9,15 @@ import torch
 
 from sglang.kernels.ops.attention import extend_attention as ea
 from sglang_gemma4.gpu.kernels import bench_extend_attention_gqa_pack as bench
-from sglang_gemma4.gpu import run
+from sglang_gemma4.gpu.stages.table import expand
 
 
-def test_experiment_runs_the_bench_on_the_patched_build(tmp_path, monkeypatch):
-    monkeypatch.delenv("GQA_PACK_PREFIXES", raising=False)
-    (step,) = run.expand("gqa-pack", tmp_path)
+def test_experiment_runs_the_bench_on_the_patched_build(tmp_path):
+    (step,) = expand("gqa-pack", tmp_path).steps
     assert step.build == "patched"
     assert step.argv == ("python3", "-m", "sglang_gemma4.gpu.kernels.bench_extend_attention_gqa_pack",
                          "--out", str(tmp_path / "gqa-pack"))
-    monkeypatch.setenv("GQA_PACK_PREFIXES", "0 4096")
-    (step,) = run.expand("gqa-pack", tmp_path)
+    (step,) = expand("gqa-pack:prefixes=0 4096", tmp_path).steps
     assert step.argv[-3:] == ("--prefixes", "0", "4096")
     bench.parser().parse_args(list(step.argv[3:]))
 
@@ -77,9 +75,8 @@ def test_a_tile_that_fails_is_a_row_saying_why(monkeypatch):
     assert "| failed: RuntimeError: out of resource" in bench.table_row(rows[1])
 
 
-def test_long_experiment_serves_with_the_packed_kernel_off_only_when_asked(tmp_path, monkeypatch):
-    monkeypatch.delenv("LONG_WORKLOADS", raising=False)
-    (default,) = run.expand("long", tmp_path)
+def test_long_experiment_serves_with_the_packed_kernel_off_only_when_asked(tmp_path):
+    (default,) = expand("long", tmp_path).steps
     assert not any("GQA_PACK" in word for word in default.argv)
-    (step,) = run.expand("long:patched,no-gqa-pack", tmp_path)
+    (step,) = expand("long:patched,no-gqa-pack", tmp_path).steps
     assert "no-gqa-pack=patched SGLANG_OPT_EXTEND_ATTENTION_GQA_PACK=0" in step.argv

@@ -8,7 +8,7 @@ import pytest
 from aiohttp import web
 
 from sglang_gemma4.gpu.studies import beside, bench
-from sglang_gemma4.gpu import run
+from sglang_gemma4.gpu.stages.table import expand
 from sglang_gemma4.gpu.studies.beside import gap_summary, measure, percentile, split_gaps
 from sglang_gemma4.gpu.serve.server import Server
 
@@ -139,9 +139,8 @@ def test_beside_main_writes_its_record(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "r.arrivals.json").read_text())["long"] == [[0.15]]  # kept apart from the record
 
 
-def test_the_long_experiment_runs_the_beside_workloads_its_knob_names(monkeypatch, tmp_path):
-    monkeypatch.setenv("LONG_WORKLOADS", " ".join(bench.BESIDE_WORKLOADS))
-    (step,) = run.expand("long:pristine,patched", tmp_path)
+def test_the_long_experiment_runs_the_beside_workloads_its_argument_names(tmp_path):
+    (step,) = expand(f"long:pristine,patched:workloads={' '.join(bench.BESIDE_WORKLOADS)}", tmp_path).steps
     argv = list(step.argv)
     workloads = argv[argv.index("--workloads") + 1:argv.index("--")]
     assert workloads == ["long-128k-beside-chat", "long-3x60k-beside-chat"]

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from sglang_gemma4.gpu.studies import prefill_profile
-from sglang_gemma4.gpu import run
+from sglang_gemma4.gpu.stages.table import expand
 from sglang_gemma4.gpu.studies.prefill_profile import chunk_rows, largest_idle, report, table
 
 LAYERS = ["sliding_attention", "sliding_attention", "full_attention"]
@@ -91,9 +91,9 @@ def test_a_kept_trace_is_reduced_again_without_a_gpu(tmp_path, monkeypatch):
 
 
 def test_the_experiment_profiles_each_build_in_its_own_step(tmp_path):
-    steps = run.expand("prefill-profile", tmp_path)
+    steps = expand("prefill-profile", tmp_path).steps
     assert [s.argv[s.argv.index("--builds") + 1] for s in steps] == ["pristine", "patched"]
     assert all(s.module == "sglang_gemma4.gpu.studies.prefill_profile" and "--cuda-graph-max-bs-decode" in s.argv
                for s in steps)
     with pytest.raises(SystemExit, match="unknown build unified"):
-        run.expand("prefill-profile:unified", tmp_path)
+        expand("prefill-profile:unified", tmp_path).steps

@@ -1,4 +1,4 @@
-"""The structured-output GPU experiments (run.py structured-cost and structured-throughput, with bench.py's
+"""The structured-output GPU experiments (stages structured-cost and structured-throughput, with bench.py's
 constrained workloads): the cost of the preset's grammar backend on unconstrained requests against
 --grammar-backend none, and constrained throughput under a JSON schema that keeps every request
 decoding to its full length."""
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from sglang_gemma4.gpu.studies import bench
-from sglang_gemma4.gpu import run
+from sglang_gemma4.gpu.stages.table import expand
 
 
 def value(words: list[str], flag: str) -> str:
@@ -34,11 +34,11 @@ def test_the_schema_never_closes_on_its_own():
 
 
 def test_the_experiments_compare_none_with_the_preset_and_measure_constrained_load(tmp_path):
-    (cost,) = run.expand("structured-cost", tmp_path)
+    (cost,) = expand("structured-cost", tmp_path).steps
     assert cost.argv[cost.argv.index("--workloads") + 1:cost.argv.index("--")] == ("batch1", "chat")
     configs = [cost.argv[i + 1] for i, word in enumerate(cost.argv) if word == "--config"]
     assert configs == ["none=patched --grammar-backend none", "xgrammar=patched"]
-    (constrained,) = run.expand("structured-throughput:31b", tmp_path)
+    (constrained,) = expand("structured-throughput:31b", tmp_path).steps
     assert constrained.argv[constrained.argv.index("--workloads") + 1:constrained.argv.index("--")] == \
         ("batch1-json", "chat-json")
     assert Path(value(list(constrained.argv), "--out")) == tmp_path / "structured-throughput-31b"

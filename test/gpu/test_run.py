@@ -1,22 +1,27 @@
-"""scripts/gpu/check.sh expanded, without a GPU: every stage (the gates it keeps and the experiments
-of gpu/run.py) run with DRY_RUN=1 prints its commands and the sglang servers (and bench_one_batch
-runs) they would start. Each of those parses with the pinned sglang's own argument parser, each
+"""scripts/gpu/check.sh expanded, without a GPU: every stage of the table (gates and experiments)
+run with DRY_RUN=1 prints its commands and the sglang servers (and bench_one_batch runs) they would
+start. Each of those parses with the pinned sglang's own argument parser, each
 sglang switch set in their environment is one the patched tree reads, and each module of this
 package they run imports against the patched tree and accepts its arguments."""
 
 import functools
 import importlib
+import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from sglang_gemma4.gpu.serve import presets
 from sglang_gemma4.gpu import run
+from sglang_gemma4.gpu.serve import presets
+from sglang_gemma4.gpu.stages import experiments, table
+from sglang_gemma4.gpu.stages.steps import Comparison, env_words
 from sglang_server_args import parse_server_args
 from patched_tree import TREE
 
@@ -24,18 +29,19 @@ REPO = Path(__file__).resolve().parents[2]
 CHECK = REPO / "scripts" / "gpu" / "check.sh"
 GATES = ["smoke", "bad-input", "access", "fuzz", "fuzz-routes", "sampling-fuzz", "gpu-tests", "serve", "parity",
          "repro", "ab"]
-# knobs an experiment needs, and choices that reach every named setup
-KNOBS = {"OPT_IN": "SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0 --enable-fused-moe-sum-all-reduce",
-         "PROFILE_ENV": "SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0", "TRACE_SETUPS": "a=patched; b=pristine",
-         "COLDSTART_STARTS": " ".join(run.COLDSTARTS), "TRACE_STREAMS": "32", "TRACE_PROMPT_LEN": "1000"}
-CHOICES = {"tp2-ab": ",".join(run.TP2_SETUPS), "swa": ",".join(run.SWA_SETUPS), "kv-capacity": ",".join(run.KV_PARTS),
-           "mtp": ",".join(presets.SIMULATED_ACCEPT_LEN)}
+# arguments a stage needs, and choices that reach every named setup
+ARGS = {"opt-in-ab": ":switches=SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0 --enable-fused-moe-sum-all-reduce",
+        "profile": ":env=SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0",
+        "step-trace": ":setups=a=patched; b=pristine:streams=32:prompt-len=1000",
+        "coldstart": f":starts={' '.join(experiments.COLDSTARTS)}",
+        "tp2-ab": ":" + ",".join(experiments.TP2_SETUPS), "swa": ":" + ",".join(experiments.SWA_SETUPS),
+        "kv-capacity": ":" + ",".join(experiments.KV_PARTS), "mtp": ":" + ",".join(presets.SIMULATED_ACCEPT_LEN)}
 
 
 @functools.cache
 def expanded() -> str:
-    stages = [f"{s}:{CHOICES[s]}" if s in CHOICES else s for s in GATES + list(run.EXPERIMENTS)]
-    env = {**os.environ, **KNOBS, "DRY_RUN": "1", "OUT": "/tmp/gpu-results",
+    stages = [s + ARGS.get(s, "") for s in table.STAGES]
+    env = {**os.environ, "DRY_RUN": "1", "OUT": "/tmp/gpu-results",
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     done = subprocess.run(["bash", str(CHECK), *stages], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
@@ -61,12 +67,11 @@ def commands(kind: str) -> list[tuple[str, dict, list[str]]]:
     return found
 
 
-def test_every_stage_of_check_sh_is_a_gate_or_an_experiment():
-    script = CHECK.read_text()
-    arms = re.findall(r"^    ([a-z][a-z0-9-]*)\)", script, flags=re.M)
-    assert arms == GATES
-    header = script.split("set -euo pipefail")[0]
-    assert all(name in header for name in [*GATES, *run.EXPERIMENTS])
+def test_check_sh_names_the_gates_and_hands_every_stage_to_the_runner():
+    assert [name for name, stage in table.STAGES.items() if stage.gate] == GATES
+    header, _, body = CHECK.read_text().partition("set -euo pipefail")
+    assert all(name in header for name in GATES)
+    assert "exec python3 -m sglang_gemma4.gpu.run" in body and "case" not in body
 
 
 def test_every_server_parses_with_sglangs_own_arguments():
@@ -126,27 +131,26 @@ def test_mtp_greedy_serves_its_own_drafts_with_real_acceptance_under_a_small_kv_
 
 
 def test_an_mtp_comparison_names_a_bare_build_to_give_it_the_simulated_acceptance(tmp_path):
-    (bench,) = run.Comparison("x", ("pristine", "on=patched A=1 --flag"), ("chat",), None, mtp=True).steps(tmp_path)
-    acceptance = " ".join(run.env_words(presets.simulated_acceptance("26b-a4b")))
+    (bench,) = Comparison("x", ("pristine", "on=patched A=1 --flag"), ("chat",), mtp=True).steps(tmp_path)
+    acceptance = " ".join(env_words(presets.simulated_acceptance("26b-a4b")))
     configs = [bench.argv[i + 1] for i, word in enumerate(bench.argv) if word == "--config"]
     assert configs == [f"pristine=pristine {acceptance}", f"on=patched {acceptance} A=1 --flag"]
     assert bench.argv[bench.argv.index("--builds") + 1] == "--config"  # no plain build left
 
 
-def test_mtp_flags_replace_the_graph_flags_of_both_mtp_ab_sides(tmp_path, monkeypatch):
+def test_mtp_flags_replace_the_graph_flags_of_both_mtp_ab_sides(tmp_path):
     def tails(steps):
         return [list(s.argv[s.argv.index("--") + 1:]) for s in steps if "--" in s.argv]
 
-    assert tails(run.expand("mtp-ab:31b", tmp_path)) == [list(presets.BENCH_GRAPHS)] * 2
-    monkeypatch.setenv("MTP_FLAGS", " ".join(presets.BENCH_GRAPHS_DECODE_ONLY))
-    assert tails(run.expand("mtp-ab:31b", tmp_path)) == [list(presets.BENCH_GRAPHS_DECODE_ONLY)] * 2
+    assert tails(table.expand("mtp-ab:31b", tmp_path).steps) == [list(presets.BENCH_GRAPHS)] * 2
+    decode_only = " ".join(presets.BENCH_GRAPHS_DECODE_ONLY)
+    assert tails(table.expand(f"mtp-ab:31b:flags={decode_only}", tmp_path).steps) == [
+        list(presets.BENCH_GRAPHS_DECODE_ONLY)] * 2
 
 
-def test_spec_step_gives_its_servers_the_switches_and_names_the_setup(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPEC_BUILDS", "patched")
-    monkeypatch.setenv("SPEC_ENV", "SGLANG_OPT_GROUPED_VERIFY_ATTENTION=0")
-    monkeypatch.setenv("SPEC_LABEL", "extend-verify")
-    (step,) = run.expand("spec-step:31b", tmp_path)
+def test_spec_step_gives_its_servers_the_switches_and_names_the_setup(tmp_path):
+    (step,) = table.expand("spec-step:31b:builds=patched:env=SGLANG_OPT_GROUPED_VERIFY_ATTENTION=0"
+                           ":label=extend-verify", tmp_path).steps
     env = step.argv[step.argv.index("--env") + 1:step.argv.index("--label")]
     assert list(env) == ["SGLANG_OPT_GROUPED_VERIFY_ATTENTION=0"]
     assert step.argv[step.argv.index("--label") + 1] == "patched-extend-verify"
@@ -159,17 +163,21 @@ def test_spec_step_gives_its_servers_the_switches_and_names_the_setup(tmp_path, 
 def test_every_module_of_this_package_imports_and_accepts_its_arguments():
     runs = commands("sglang_gemma4.")
     modules = {argv[2] for _, _, argv in runs}
-    assert {"sglang_gemma4.gpu.studies.bench", "sglang_gemma4.gpu.kernels.tune_gemma4_moe", "sglang_gemma4.gpu.studies.start_times"} <= modules
+    assert {"sglang_gemma4.gpu.studies.bench", "sglang_gemma4.gpu.kernels.tune_gemma4_moe",
+            "sglang_gemma4.gpu.studies.start_times"} <= modules
     for _, _, argv in runs:
         if argv[2] in run.DRY_RUNS or argv[2] == "sglang_gemma4":
             continue  # parsed when they printed their servers; the CLI has its own tests
+        if argv[2] == "sglang_gemma4.gpu.checks.ask":
+            assert argv[3:] == []  # the serve gate's request, to the server `make serve` started
+            continue
         module = importlib.import_module(argv[2])  # sglang's modules from the patched tree
         module.parser().parse_args(argv[3:])
 
 
 def test_a_bad_flag_in_an_experiment_fails_the_expansion(tmp_path, monkeypatch):
-    monkeypatch.setattr(run, "DECODE_ONLY", ("--cuda-graph-max-batch", "32"))
-    (bench,) = [s for s in run.expand("swa:r0.8", tmp_path) if s.module == "sglang_gemma4.gpu.studies.bench"]
+    monkeypatch.setattr(experiments, "DECODE_ONLY", ("--cuda-graph-max-batch", "32"))
+    (bench,) = [s for s in table.expand("swa:r0.8", tmp_path).steps if s.module == "sglang_gemma4.gpu.studies.bench"]
     done = subprocess.run([sys.executable, "-m", bench.module, "--dry-run", *bench.argv[3:]], capture_output=True,
                           text=True, timeout=120)
     (line,) = done.stdout.splitlines()
@@ -178,8 +186,83 @@ def test_a_bad_flag_in_an_experiment_fails_the_expansion(tmp_path, monkeypatch):
 
 
 def test_unknown_experiments_and_setups_are_refused(tmp_path):
-    for stage, message in (("no-such", "unknown experiment"), ("swa:r0.9", "unknown setup r0.9"),
+    for stage, message in (("no-such", "unknown stage"), ("swa:r0.9", "unknown setup r0.9"),
                            ("tp2-ab:fast", "unknown setup fast"), ("kv-capacity:r48", "unknown part r48"),
-                           ("mtp:e2b", "no MTP draft for 'e2b'")):
+                           ("mtp:e2b", "no MTP draft for 'e2b'"), ("fuzz:rounds=3", "unknown argument rounds"),
+                           ("opt-in-ab", "needs switches=")):
         with pytest.raises(SystemExit, match=message):
-            run.expand(stage, tmp_path)
+            table.expand(stage, tmp_path)
+
+
+def test_a_stage_word_holds_choices_and_arguments_whose_values_keep_spaces_commas_and_equals(tmp_path):
+    stage = table.expand("fuzz:e4b:requests=12:seed=7:timeout=30", tmp_path)
+    (step,) = stage.steps
+    assert step.argv[3:] == ("--start", "e4b", "--out", str(tmp_path / "fuzz"), "--requests", "12", "--seed", "7")
+    assert stage.timeout_s == 30 and table.expand("fuzz", tmp_path).timeout_s == table.TIMEOUT_S
+    (trace,) = table.expand("step-trace:31b:setups=a=patched X=1,Y=2 --f; b=pristine", tmp_path).steps
+    configs = [trace.argv[i + 1] for i, word in enumerate(trace.argv) if word == "--config"]
+    assert configs == ["a=patched X=1,Y=2 --f", "b=pristine"] and "--variant" in trace.argv and "31b" in trace.argv
+
+
+def test_an_environment_knob_the_table_replaced_is_refused(monkeypatch):
+    monkeypatch.setenv("FUZZ_REQUESTS", "5")
+    with pytest.raises(SystemExit, match="FUZZ_REQUESTS -> fuzz:requests="):
+        run.main(["fuzz", "--dry-run"])
+
+
+def test_no_make_target_repeats_a_stage():
+    makefile = (REPO / "Makefile").read_text()
+    assert not re.search(r"sglang_gemma4\.gpu\.(checks|studies|kernels)\.", makefile)
+
+
+SLOW_STAGE = """
+import sys
+from pathlib import Path
+from sglang_gemma4.gpu import run
+from sglang_gemma4.gpu.stages import table
+from sglang_gemma4.gpu.stages.steps import Step
+
+def slow(choice, args, out):
+    return [Step(("bash", "-c", "echo partial > partial.txt; echo started; exec sleep 60"), report=out / "slow.log")]
+
+def quick(choice, args, out):
+    return [Step(("bash", "-c", "echo done > quick.txt"))]
+
+table.STAGES.update(slow=table.Stage(slow), quick=table.Stage(quick))
+run.set_up_host = lambda results: results.mkdir(parents=True)
+run.REPO = Path(sys.argv[1]) / "results"  # the steps' working directory
+sys.exit(run.main([*sys.argv[2:], "--out", sys.argv[1], "--host-setup"]))
+"""
+
+
+def runner(tmp_path, *stages) -> subprocess.Popen:
+    (tmp_path / "env-pristine.sh").write_text("true\n")
+    env = {**os.environ, "SGLANG_GEMMA4_PREFIX": str(tmp_path)}
+    return subprocess.Popen([sys.executable, "-c", SLOW_STAGE, str(tmp_path), *stages], env=env)
+
+
+def packed(tmp_path) -> set[str]:
+    listing = subprocess.run(["tar", "-tzf", str(tmp_path / "results.tgz")], capture_output=True, text=True)
+    return set(listing.stdout.split())
+
+
+def test_a_stopped_run_keeps_and_packs_what_its_stage_wrote(tmp_path):
+    started = runner(tmp_path, "quick", "slow")
+    log = tmp_path / "results" / "slow.log"
+    deadline = time.monotonic() + 60
+    while not (log.exists() and "started" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    started.send_signal(signal.SIGTERM)
+    assert started.wait(timeout=60) == 1
+    assert {"results/quick.txt", "results/partial.txt", "results/slow.log", "results/stages.jsonl"} <= packed(tmp_path)
+    records = [json.loads(line) for line in (tmp_path / "results" / "stages.jsonl").read_text().splitlines()]
+    assert [(r["stage"], r["ok"], r["steps_done"]) for r in records] == [("quick", True, 1), ("slow", False, 0)]
+
+
+def test_a_stage_past_its_time_limit_is_stopped_and_the_next_one_runs(tmp_path):
+    started = runner(tmp_path, "slow:timeout=2", "quick")
+    assert started.wait(timeout=60) == 1
+    records = [json.loads(line) for line in (tmp_path / "results" / "stages.jsonl").read_text().splitlines()]
+    assert [(r["stage"], r["ok"], r["timed_out"]) for r in records] == [("slow:timeout=2", False, True),
+                                                                        ("quick", True, False)]
+    assert {"results/partial.txt", "results/quick.txt"} <= packed(tmp_path)
