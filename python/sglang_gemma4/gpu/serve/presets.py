@@ -1,14 +1,11 @@
 """The launch presets: every sglang server flag this project passes, defined here once.
 
-    python -m sglang_gemma4.gpu.serve.presets NAME   # one of the flag sets below, a word per line (for shell)
-
 The launcher (launch.py, behind scripts/launch_gemma4.sh), the harness's servers (server.py), the
-profiler's and memory check's bench_one_batch runs and the GPU experiments (run.py) all build their
+profiler's and memory check's bench_one_batch runs and the GPU stages (stages/) all build their
 command lines from these lists; test/gpu/serve/test_presets.py parses each with sglang's own server
 arguments parser.
 """
 
-import sys
 from dataclasses import dataclass
 
 
@@ -140,20 +137,3 @@ def full_acceptance_problem(accept_len: float | None) -> str | None:
         return None
     return (f"the server logged accept length {accept_len:.2f} (every draft accepted): the simulated acceptance "
             f"(SGLANG_SIMULATE_ACC_LEN) did not apply; refusing the run")
-
-
-FLAG_SETS = {name: value for name, value in globals().items() if name.isupper() and isinstance(value, tuple)}
-
-
-def main(argv: list[str] | None = None) -> int:
-    names = sys.argv[1:] if argv is None else argv
-    unknown = [n for n in names if n not in FLAG_SETS]
-    if len(names) != 1 or unknown:
-        print(f"presets: name one flag set: {', '.join(FLAG_SETS)}", file=sys.stderr)
-        return 2
-    print("\n".join(FLAG_SETS[names[0]]))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
