@@ -11,7 +11,7 @@
 # Results and logs go to $OUT/results (default OUT=./gpu-results) and, packed after each stage and when
 # the run ends or is stopped, to $OUT/results.tgz (the device tool returns few files); the tables are
 # printed last. DRY_RUN=1 prints every command instead (and the sglang servers each would start), with
-# no GPU and no bundle: test/gpu/test_gpu_check.py checks them all. $PREFIX: where setup.sh installs
+# no GPU and no bundle: test/gpu/test_run.py checks them all. $PREFIX: where setup.sh installs
 # the bundle (default /tmp/sglang-gemma4).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
