@@ -71,6 +71,8 @@ def stop(process: subprocess.Popen, group: bool = False) -> None:
 
 def launch(step: Step, own_session: bool = False) -> subprocess.Popen:
     """The step started; a step with a report writes its output there as it goes (a stopped step's too)."""
+    if step.report:
+        step.report.parent.mkdir(parents=True, exist_ok=True)
     output = open(step.report, "w") if step.report else None
     try:
         return subprocess.Popen(command(step), env={**os.environ, **step.env}, cwd=REPO, stdout=output,
