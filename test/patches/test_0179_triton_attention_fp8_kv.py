@@ -9,9 +9,17 @@ test), fresh random inputs with K/V in torch.float8_e4m3fn, against float32 atte
 dequantised cache (the stored values times k_scale/v_scale): the grouped decode step (stage 1 and the
 one-pass merge), the extend kernel and 0105's GQA-packed one (the device reported as Hopper), 0175's
 grouped verify kernel, head dims 256 and 512, GQA groups 2-8; the backend sends an FP8-cache verify to
-0175's kernel; the unified pool round-trips FP8 values.  On a GPU: the same kernels with bfloat16
-queries at Gemma-4's shapes."""
+0175's kernel; the unified pool round-trips FP8 values.  Compiled for an H100 on CPU (Triton's front
+end, hopper_ttir.py, bfloat16 queries, head dim 512, 16 query heads on 2 KV heads): every kernel's
+tl.dot takes bfloat16 operands with a bfloat16 and an FP8 cache, and the grouped decode kernel
+compiles on the unified pool's FP8 cache (without the patch: "only int8 supported!", as on the H100).
+On a GPU: the same kernels with bfloat16 queries at Gemma-4's shapes."""
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -229,17 +237,17 @@ def test_unified_swa_pool_stores_and_hands_out_fp8():
 
     layers, full_ids = 6, [5]  # 26B-A4B's layer kinds: 2 KV heads x 512 on full layers, 8 x 256 sliding
     bundle = init_unified_swa_pools(
-        device="cpu", kv_cache_dtype=FP8, head_num=2, head_dim=512, v_head_dim=512, swa_head_num=8,
+        device=DEVICE, kv_cache_dtype=FP8, head_num=2, head_dim=512, v_head_dim=512, swa_head_num=8,
         swa_head_dim=256, swa_v_head_dim=256, page_size=1, start_layer=0, end_layer=layers,
         swa_attention_layer_ids=[i for i in range(layers) if i not in full_ids], full_attention_layer_ids=full_ids,
         full_max_total_num_tokens=64, swa_max_total_num_tokens=64, enable_memory_saver=False, need_sort=False)
     pool = bundle.token_to_kv_pool
     assert pool.dtype == FP8
     g = gen(3)
-    loc = torch.tensor([3, 7, 9])
+    loc = torch.tensor([3, 7, 9], device=DEVICE)
     for layer_id, (heads, dim) in [(5, (2, 512)), (0, (8, 256))]:
-        k = torch.randn(3, heads, dim, generator=g).to(torch.bfloat16)
-        v = torch.randn(3, heads, dim, generator=g).to(torch.bfloat16)
+        k = torch.randn(3, heads, dim, generator=g).to(torch.bfloat16).to(DEVICE)
+        v = torch.randn(3, heads, dim, generator=g).to(torch.bfloat16).to(DEVICE)
         pool.set_kv_buffer(SimpleNamespace(layer_id=layer_id), KVWriteLoc(loc, swa_loc=loc, full_loc=loc),
                            k.clone(), v.clone())
         k_buffer, v_buffer = pool.get_kv_buffer(layer_id)
@@ -247,3 +255,36 @@ def test_unified_swa_pool_stores_and_hands_out_fp8():
         # [slots, page size 1, heads, dim] views into the shared byte buffer
         assert torch.equal(k_buffer[loc, 0].float(), k.to(FP8).float())
         assert torch.equal(v_buffer[loc, 0].float(), v.to(FP8).float())
+
+
+# -- compiled for Hopper (Triton's front end on CPU, outside the interpreter) -------------------------
+
+
+@pytest.fixture(scope="module")
+def hopper_dots():
+    """Each case's kernels' tt.dot types on sm_90, from a process without Triton's interpreter."""
+    here = Path(__file__).resolve().parent
+    env = dict(os.environ, TRITON_INTERPRET="0",
+               PYTHONPATH=os.pathsep.join([str(here), str(here.parent), os.environ.get("PYTHONPATH", "")]))
+    code = "import patched_tree, hopper_ttir; hopper_ttir.main()"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("cache", ["bfloat16", "float8_e4m3fn"])
+def test_every_kernel_dots_in_bf16_on_hopper(hopper_dots, cache):
+    kernels = hopper_dots[cache]
+    assert "error" not in kernels, kernels.get("error")
+    assert set(kernels) == {"decode", "extend", "extend-gqa-packed", "verify"}
+    for name, dots in kernels.items():
+        assert dots, name
+        for dot in dots:
+            operands = dot.split(" -> ")[0]
+            assert operands.count("xbf16>") == 2 and "f8" not in operands, (name, dot)
+
+
+def test_decode_compiles_on_the_unified_pools_fp8_cache(hopper_dots):
+    decode = hopper_dots["unified-pool-fp8"]
+    assert "error" not in decode, decode.get("error")  # upstream: "only int8 supported!" on uint8 buffers
+    assert all("f8" not in dot and "i8" not in dot for dot in decode["decode"])
