@@ -134,6 +134,22 @@ def test_extra_flags_come_last_and_mtp_needs_a_draft_with_a_model():
         dry_run("26b-a4b", "--model", "m", "--mtp")
 
 
+def test_kv_fp8_serves_the_kv_cache_in_fp8_and_is_off_by_default():
+    for variant in presets.PRESETS:
+        (plain,) = dry_run(variant, "--model", "m", "--no-prebuild")
+        (fp8,) = dry_run(variant, "--model", "m", "--no-prebuild", "--kv-fp8")
+        assert "--kv-cache-dtype" not in plain
+        assert fp8[fp8.index("--kv-cache-dtype") + 1] == "fp8_e4m3"
+        assert [a for a in fp8 if a not in presets.KV_FP8] == plain, variant  # nothing else changes
+        assert parse_server_args(fp8[fp8.index("--model-path"):]).kv_cache_dtype == "fp8_e4m3"
+        assert parse_server_args(plain[plain.index("--model-path"):]).kv_cache_dtype == "auto"
+    # with MTP too, and a user's own --kv-cache-dtype after -- still wins
+    (serve,) = dry_run("26b-a4b", "--model", "m", "--draft", "d", "--mtp", "--kv-fp8", "--no-prebuild", "--",
+                       "--kv-cache-dtype", "bf16")
+    assert parse_server_args(serve[serve.index("--model-path"):]).kv_cache_dtype == "bf16"
+    assert "--speculative-algorithm" in serve
+
+
 def test_fused_moe_sum_for_the_moe_variant_only_as_the_profiler_runs_it(tmp_path):
     for variant in presets.PRESETS:
         (serve,) = dry_run(variant, "--model", "m", "--no-prebuild")

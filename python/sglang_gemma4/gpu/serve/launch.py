@@ -2,7 +2,7 @@
 
     python -m sglang_gemma4.gpu.serve.launch VARIANT [--model DIR] [--mtp] [--draft DIR] [--tp N]
         [--host H] [--port P] [--api-key K] [--admin-api-key K] [--no-structured-output] [--no-parsers]
-        [--no-prebuild] [--dry-run] [-- extra launch_server flags]
+        [--kv-fp8] [--no-prebuild] [--dry-run] [-- extra launch_server flags]
 
 The Python environment decides which build serves: source $PREFIX/env-patched.sh or env-pristine.sh
 (scripts/gpu/setup.sh) first, or have the patched wheel installed.  Extra flags after -- come last,
@@ -50,6 +50,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-parsers", action="store_true",
                    help="serve without the gemma4 tool-call and reasoning parsers: tool calls and thinking stay "
                         "in the message content")
+    p.add_argument("--kv-fp8", action="store_true",
+                   help="the KV cache in FP8 (--kv-cache-dtype fp8_e4m3): twice the tokens in the same memory, "
+                        "K and V rounded to e4m3")
     p.add_argument("--dry-run", action="store_true", help="print the commands instead of running them")
     return p
 
@@ -115,7 +118,7 @@ def commands(args: Launch) -> tuple[list[str] | None, list[str]]:
               *server_args(args.variant, model, tp=args.tp, host=args.host, port=args.port, dummy_weights=dummy,
                            draft=draft if args.mtp else None, api_key=args.api_key,
                            admin_api_key=args.admin_api_key, structured_output=not args.no_structured_output,
-                           parsers=not args.no_parsers), *args.extra]
+                           parsers=not args.no_parsers, kv_fp8=args.kv_fp8), *args.extra]
     prebuild = not args.no_prebuild and os.environ.get("SGLANG_GEMMA4_PREBUILD", "1") != "0"
     return ([sys.executable, "-m", "sglang_gemma4.gpu.serve.prebuild", "--model", model, "--tp", str(args.tp)]
             if prebuild else None), server

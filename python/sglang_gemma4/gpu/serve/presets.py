@@ -44,10 +44,10 @@ PARSERS = ("--tool-call-parser", "gemma4", "--reasoning-parser", "gemma4")
 # A server without structured output (constrained requests are refused); the last repeated flag wins
 NO_STRUCTURED_OUTPUT = ("--grammar-backend", "none")
 DECODE_GRAPHS = ("--cuda-graph-max-bs-decode", "64")  # what serving captures
-# The KV cache in FP8 (e4m3): twice the tokens of bf16 in the same pool. Not served yet: on an H100
-# the Triton decode kernel fails to compile with FP8 keys (tl.dot of bf16 queries with FP8 keys,
-# benchmark_results/2026-11-27-h100-e2b-26b-a4b-g96694484f3-route-fuzz-long-context-gqa-pack);
-# the long experiment's fp8 setups use it.
+# The KV cache in FP8 (e4m3): twice the tokens of bf16 in the same pool (launch_gemma4 --kv-fp8; the long
+# experiment's fp8 setups). Unscaled (Gemma-4's checkpoints carry no KV scales); patch 0179 lets the Triton
+# kernels read it, whose compile failed on an H100 without it
+# (benchmark_results/2026-11-27-h100-e2b-26b-a4b-g96694484f3-route-fuzz-long-context-gqa-pack).
 KV_FP8 = ("--kv-cache-dtype", "fp8_e4m3")
 # The Gemma-4 assistant draft (FROZEN_KV_MTP): 3 steps, 4 draft tokens, top-k 1 (26b-a4b and 31b).
 MTP_STEPS, MTP_DRAFT_TOKENS = 3, 4
@@ -86,9 +86,10 @@ def model_flags(variant: str) -> list[str]:
 def server_args(variant: str, model: str, *, tp: int = 1, host: str = "127.0.0.1", port: int = 30000,
                 dummy_weights: bool = False, draft: str | None = None, api_key: str | None = None,
                 admin_api_key: str | None = None, structured_output: bool = True,
-                parsers: bool = True) -> list[str]:
+                parsers: bool = True, kv_fp8: bool = False) -> list[str]:
     """sglang.launch_server's arguments for `variant` served from `model` (a draft turns MTP on;
-    structured_output=False serves without a grammar backend, parsers=False without PARSERS)."""
+    structured_output=False serves without a grammar backend, parsers=False without PARSERS,
+    kv_fp8=True with the KV cache in FP8)."""
     p = preset(variant)
     args = ["--load-format", "dummy"] if dummy_weights else []
     args += ["--model-path", model, "--tokenizer-path", model, "--host", host, "--port", str(port),
@@ -98,6 +99,8 @@ def server_args(variant: str, model: str, *, tp: int = 1, host: str = "127.0.0.1
         args += PARSERS
     if not structured_output:
         args += NO_STRUCTURED_OUTPUT
+    if kv_fp8:
+        args += KV_FP8
     if draft:
         args += [*MTP, "--speculative-draft-model-path", draft]
     if api_key:
