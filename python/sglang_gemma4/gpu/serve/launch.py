@@ -74,6 +74,7 @@ class Launch:
     no_prebuild: bool = False
     no_structured_output: bool = False
     no_parsers: bool = False
+    kv_fp8: bool = False
     dry_run: bool = False
     extra: tuple[str, ...] = ()
 
@@ -82,7 +83,7 @@ class Launch:
         defaults = Launch(self.variant)
         words = [self.variant, "--port", str(self.port)]
         for name in ("model", "mtp", "draft", "tp", "host", "api_key", "admin_api_key", "no_prebuild",
-                     "no_structured_output", "no_parsers", "dry_run"):
+                     "no_structured_output", "no_parsers", "kv_fp8", "dry_run"):
             value, flag = getattr(self, name), "--" + name.replace("_", "-")
             if value != getattr(defaults, name):
                 words += [flag] if isinstance(value, bool) else [flag, str(value)]
