@@ -95,8 +95,12 @@ def test_an_image_on_the_server_is_refused_without_opening_it(image_file, monkey
     opened = []
     real_open = builtins.open
     monkeypatch.setattr(builtins, "open", lambda f, *a, **k: opened.append(str(f)) or real_open(f, *a, **k))
-    for source in (str(image_file), f"file://{image_file}", "/etc/hostname", str(image_file.with_name("none.png"))):
+    for source in (str(image_file), f"file://{image_file}", str(image_file.with_name("none.png"))):
         with pytest.raises(ValueError, match="image_url: reading media from a path on the server is disabled"):
+            load_image_item(source)
+    # a bare absolute path may be base64 (a JPEG's starts with "/9j/"): decoded, never looked up
+    for source in ("/etc/hostname", str(image_file.with_suffix(""))):
+        with pytest.raises(ValueError, match="Error while loading data"):
             load_image_item(source)
     assert not [f for f in opened if f.startswith(str(image_file.parent)) or f == "/etc/hostname"], opened
 
@@ -118,6 +122,18 @@ def test_a_missing_and_an_existing_file_are_refused_alike(image_file, monkeypatc
             load_image_item(source)
         answers.append(str(refused.value).replace(source, "PATH"))
     assert answers[0] == answers[1]
+
+
+def test_a_base64_jpeg_is_decoded_not_read_as_a_path(monkeypatch):
+    """Every base64 JPEG starts with "/9j/": upstream opens it as a file (FileNotFoundError, a 500)."""
+    from PIL import Image
+
+    monkeypatch.delenv("SGLANG_MM_MEDIA_SOURCES", raising=False)
+    out = io.BytesIO()
+    Image.new("RGB", (3, 2), (1, 2, 3)).save(out, format="JPEG")
+    encoded = base64.b64encode(out.getvalue()).decode()
+    assert encoded.startswith("/9j/")
+    assert load_image_item(encoded).size == (3, 2)
 
 
 def test_inline_images_still_load(monkeypatch):
