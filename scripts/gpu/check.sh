@@ -39,8 +39,8 @@
 # Every other stage is an experiment of python -m sglang_gemma4.gpu.run (its --list says what each
 # runs and which knobs it reads): mtp, routing, kernels, profile, step-trace, memory, tp2-parity,
 # tp2-ab, mtp-fill, mtp-ab, mtp-greedy, spec-step, yoco, moe-tune, coldstart, tiles, decode-tiles, opt-in-ab, tiles-ab, mm-ab, swa,
-# kv-capacity, long, prefill-profile, baseline, verify-attention, gqa-pack, openai-suite, structured-cost,
-# structured-throughput.
+# kv-capacity, long, prefill-profile, baseline, verify-attention, gqa-pack, openai-suite, openai-suite-images,
+# structured-cost, structured-throughput.
 #
 # Results and logs go to $OUT (default ./gpu-results) and, packed, to $OUT/results.tgz (the device
 # tool returns few files); the tables are printed last. DRY_RUN=1 prints every command instead

@@ -315,3 +315,13 @@ def test_images_run_only_when_asked(server, tmp_path):
     assert openai_suite.main(["--url", server, "--images", "--out", str(tmp_path / "images")]) == 1
     table = (tmp_path / "images" / "openai-suite.md").read_text()
     assert "| bad_media | pass |" in table and "| image_input | FAIL: BadRequestError" in table
+
+
+def test_the_image_stage_serves_the_conditional_class_with_its_towers(tmp_path, capsys):
+    assert openai_suite.main(["--start-images", "e4b", "--out", str(tmp_path), "--checkpoints", "ck", "--dry-run"]) == 0
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    words = line.split()
+    assert words[words.index("--model-path") + 1] == str((Path("ck") / "e4b-multimodal").resolve())
+    assert "--enable-multimodal" in words and words[words.index("--load-format") + 1] == "dummy"
+    assert "--grammar-backend xgrammar" in line and "--tool-call-parser gemma4" in line
+    assert not (Path("ck") / "e4b-multimodal").exists()  # a dry run writes nothing

@@ -2,6 +2,7 @@
 
     python -m sglang_gemma4.gpu.openai_suite --url http://127.0.0.1:30000 [--images] [--api-key K] [--out DIR]
     python -m sglang_gemma4.gpu.openai_suite --start VARIANT --out DIR [--dry-run]
+    python -m sglang_gemma4.gpu.openai_suite --start-images VARIANT --out DIR [--dry-run]
 
 Each check sends what a client sends (chat, streaming, n > 1, logprobs, a forced tool call, JSON
 schema, regex and EBNF output, stop, max_tokens, usage, refused requests) and asserts what any
@@ -21,7 +22,8 @@ accept length the MTP server logged; exits non-zero unless every check passed on
 
 --images (with --url, a server started with the preset's --multimodal) adds an image question and
 bad media (broken base64, a non-image, a truncated image, a decompression bomb, a remote URL, a
-server path), each of which must be refused with 400.
+server path), each of which must be refused with 400. --start-images serves VARIANT so (a config-only
+Gemma4ForConditionalGeneration checkpoint, dummy weights) and runs chat and those checks.
 """
 
 import argparse
@@ -377,12 +379,41 @@ def start_and_run(variant: str, out: Path, checkpoints: Path, seed: int, dry_run
     return 0 if all(r.passed for r in runs.values()) and not diffs else 1
 
 
+def start_images(variant: str, out: Path, checkpoints: Path, dry_run: bool) -> int:
+    """VARIANT as Gemma4ForConditionalGeneration with the preset's towers on (config-only checkpoint, dummy
+    weights: nothing here compares answers): chat, an image question, bad media refused with 400."""
+    from sglang_gemma4.gpu.presets import MULTIMODAL, SMALL_GRAPHS
+    from sglang_gemma4.gpu.server import REPO, Server
+
+    model = (checkpoints / f"{variant}-multimodal").resolve()
+    server = Server(variant, "patched", out / f"{variant}-multimodal.log", model=str(model),
+                    extra=[*MULTIMODAL, "--load-format", "dummy", *SMALL_GRAPHS])
+    if dry_run:
+        print(server.describe())
+        return 0
+    if not (model / "config.json").is_file():
+        from sglang_gemma4.gpu.checkpoint import write_checkpoint
+
+        write_checkpoint(variant, model, arch="conditional", weights="none", repo_root=REPO)
+    out.mkdir(parents=True, exist_ok=True)
+    with server:
+        run = run_checks(client_for(server.url), [chat, *MEDIA_CHECKS])
+        if died := server.death():
+            run.outcomes["server alive"] = died
+    table = report({f"{variant} --multimodal": run}, None)
+    (out / "openai-suite.md").write_text(f"# openai client suite: {variant} with images\n\n{table}")
+    print(table, flush=True)
+    return 0 if run.passed else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="a running server, e.g. http://127.0.0.1:30000")
     where.add_argument("--start", metavar="VARIANT", choices=list(SIMULATED_ACCEPT_LEN),
                        help="serve VARIANT's random-weight target without MTP, then with its draft")
+    where.add_argument("--start-images", metavar="VARIANT", choices=["e2b", "e4b", "26b-a4b", "31b"],
+                       help="serve VARIANT with the preset's --multimodal (dummy weights): chat and the image checks")
     p.add_argument("--images", action="store_true",
                    help="with --url: also the image checks (a server started with the preset's --multimodal)")
     p.add_argument("--api-key")
@@ -390,8 +421,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoints", type=Path, default=Path("checkpoints/openai-suite"),
                    help="with --start: where the target and draft are (made there when missing)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dry-run", action="store_true", help="with --start: print the servers' command lines")
+    p.add_argument("--dry-run", action="store_true",
+                   help="with --start or --start-images: print the servers' command lines")
     args = p.parse_args(argv)
+    if args.start_images:
+        return start_images(args.start_images, args.out or Path("openai-suite-images"), args.checkpoints,
+                            args.dry_run)
     if args.start:
         return start_and_run(args.start, args.out or Path("openai-suite"), args.checkpoints, args.seed, args.dry_run)
     run = run_checks(client_for(args.url, args.api_key), CHECKS + (MEDIA_CHECKS if args.images else []))

@@ -245,6 +245,14 @@ def openai_suite(choice, out):
     return [harness("openai_suite", "--start", v, "--out", str(out / f"openai-suite-{v}")) for v in choice or ["26b-a4b"]]
 
 
+def openai_suite_images(choice, out):
+    """the openai client against the preset's --multimodal server (towers loaded, dummy weights): chat, an image
+    question, and bad media (broken base64, non-image, truncated, decompression bomb, remote URL, server path)
+    refused with 400 (CHOICE, default e4b)"""
+    return [harness("openai_suite", "--start-images", v, "--out", str(out / f"openai-suite-images-{v}"))
+            for v in choice or ["e4b"]]
+
+
 def structured_cost(choice, out):
     """the preset's structured output (xgrammar) vs --grammar-backend none, patched build, same call: unconstrained
     batch-1 decode and chat at 32 ($STRUCTURED_WORKLOADS) (CHOICE, default 26b-a4b)"""
@@ -492,6 +500,7 @@ def baseline(choice, out):
 EXPERIMENTS = {"mtp": mtp, "routing": routing, "kernels": kernels, "profile": profile, "step-trace": step_trace,
                "memory": memory, "tp2-parity": tp2_parity, "tp2-ab": tp2_ab, "mtp-fill": mtp_fill, "mtp-ab": mtp_ab,
                "mtp-greedy": mtp_greedy, "spec-step": spec_step, "openai-suite": openai_suite,
+               "openai-suite-images": openai_suite_images,
                "structured-cost": structured_cost, "structured-throughput": structured_throughput, "yoco": yoco,
                "moe-tune": moe_tune, "coldstart": coldstart, "tiles": tiles, "decode-tiles": decode_tiles,
                "verify-attention": verify_attention, "gqa-pack": gqa_pack,
