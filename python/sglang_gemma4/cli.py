@@ -34,7 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sglang_gemma4.gpu.variants import ARCHS, VARIANTS
+from sglang_gemma4.gpu.serve.variants import ARCHS, VARIANTS
 from sglang_gemma4.stack import (bundle, drift, export, lint, port, readme_table, rebase, rebase_finish,
                                   result_archive, result_text, testenv, verify)
 from sglang_gemma4.stack.build import build_wheel
@@ -258,7 +258,7 @@ def cmd_bundle(stack: Stack, args) -> int:
 
 
 def cmd_checkpoint(stack: Stack, args) -> int:
-    from sglang_gemma4.gpu.checkpoint import write_checkpoint
+    from sglang_gemma4.gpu.serve.checkpoint import write_checkpoint
 
     device = args.device
     if device == "auto":

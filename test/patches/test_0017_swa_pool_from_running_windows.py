@@ -17,7 +17,7 @@ import pytest
 import torch
 from gemma4_config import server_args
 
-from sglang_gemma4.gpu.variants import write_config
+from sglang_gemma4.gpu.serve.variants import write_config
 from swa_serving import Serving, publish_server_args, request, reset_context
 
 import sglang.srt.model_executor.pool_configurator as pool_configurator

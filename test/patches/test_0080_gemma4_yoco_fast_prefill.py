@@ -18,7 +18,7 @@ from sglang.srt.models.gemma4_fast_prefill import (
     last_token_decode_view,
     last_token_rows,
 )
-from sglang_gemma4.gpu.variants import text_config
+from sglang_gemma4.gpu.serve.variants import text_config
 
 
 class FakeBackend(TritonAttnBackend):
