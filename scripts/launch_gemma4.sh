@@ -4,7 +4,7 @@
 #
 #   scripts/launch_gemma4.sh VARIANT [--model DIR] [--mtp] [--draft DIR] [--tp N] [--host H] [--port P]
 #                            [--api-key K] [--admin-api-key K] [--no-structured-output] [--no-parsers]
-#                            [--kv-fp8] [--no-prebuild] [--dry-run]
+#                            [--kv-fp8] [--multimodal] [--no-prebuild] [--dry-run]
 #                            [-- extra launch_server flags]
 #
 # --help describes each option. Before the server starts it prints who the server lets in (admin

@@ -274,3 +274,55 @@ def test_the_cli_runs_every_check_against_a_url_and_writes_its_table(server, tmp
     table = (tmp_path / "openai-suite.md").read_text()
     assert table == capsys.readouterr().out.strip() + "\n"
     assert all(f"| {check.__name__} | pass |" in table for check in openai_suite.CHECKS), table
+
+
+def test_the_suites_images_are_what_they_claim():
+    """The image check's PNG decodes; each bad medium fails where the server must refuse it."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    def decoded(url: str) -> bytes:
+        return base64.b64decode(url.split(",", 1)[1])
+
+    good = Image.open(io.BytesIO(openai_suite.png(64, 64)))
+    assert good.size == (64, 64) and good.convert("RGB").getpixel((5, 7)) == (200, 30, 30)
+    bad = openai_suite.BAD_MEDIA
+    with pytest.raises(ValueError):
+        base64.b64decode(bad["broken base64"].split(",", 1)[1], validate=True)
+    with pytest.raises(OSError):
+        Image.open(io.BytesIO(decoded(bad["not an image"])))
+    with pytest.raises(OSError):
+        Image.open(io.BytesIO(decoded(bad["truncated image"]))).load()
+    with pytest.raises(Image.DecompressionBombError):
+        Image.open(io.BytesIO(decoded(bad["decompression bomb"])))
+    assert bad["remote URL"].startswith("http://") and bad["server path"].startswith("file:///")
+
+
+def test_a_text_only_server_refuses_every_image_with_400(client):
+    """The preset without --multimodal: bad media and a good image alike are answered 400 (never 500)."""
+    import openai
+
+    model = openai_suite.served_model(client)
+    openai_suite.bad_media(client, model, openai_suite.Run())
+    with pytest.raises(openai.BadRequestError):
+        openai_suite.image_input(client, model, openai_suite.Run())
+
+
+def test_images_run_only_when_asked(server, tmp_path):
+    assert openai_suite.main(["--url", server, "--out", str(tmp_path / "text")]) == 0
+    assert "bad_media" not in (tmp_path / "text" / "openai-suite.md").read_text()
+    assert openai_suite.main(["--url", server, "--images", "--out", str(tmp_path / "images")]) == 1
+    table = (tmp_path / "images" / "openai-suite.md").read_text()
+    assert "| bad_media | pass |" in table and "| image_input | FAIL: BadRequestError" in table
+
+
+def test_the_image_stage_serves_the_conditional_class_with_its_towers(tmp_path, capsys):
+    assert openai_suite.main(["--start-images", "e4b", "--out", str(tmp_path), "--checkpoints", "ck", "--dry-run"]) == 0
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    words = line.split()
+    assert words[words.index("--model-path") + 1] == str((Path("ck") / "e4b-multimodal").resolve())
+    assert "--enable-multimodal" in words and words[words.index("--load-format") + 1] == "dummy"
+    assert "--grammar-backend xgrammar" in line and "--tool-call-parser gemma4" in line
+    assert not (Path("ck") / "e4b-multimodal").exists()  # a dry run writes nothing

@@ -117,3 +117,15 @@ def test_step_trace_starts_its_servers_with_an_admin_key(tmp_path):
     one = step_trace.server_for("e2b", bench.Setup("patched", "patched"), [], tmp_path)
     other = step_trace.server_for("e2b", bench.Setup("pristine", "pristine"), [], tmp_path)
     assert one.admin_key and other.admin_key and one.admin_key != other.admin_key
+
+
+def test_a_multimodal_server_says_where_media_may_come_from(pristine):
+    assert not any(line.startswith("media") for line in access.summary([], {}, PATCHED_SGLANG))
+    mm = ["--enable-multimodal"]
+    (line,) = [x for x in access.summary(mm, {}, PATCHED_SGLANG) if x.startswith("media")]
+    assert line.startswith("media: inline (base64) only")
+    (line,) = [x for x in access.summary(mm, {"SGLANG_MM_MEDIA_SOURCES": "path, url"}, PATCHED_SGLANG)
+               if x.startswith("media")]
+    assert line == "media: inline, and fetched from URLs and read from server paths (SGLANG_MM_MEDIA_SOURCES)"
+    (line,) = [x for x in access.summary(mm, {}, pristine) if x.startswith("media")]
+    assert "any URL" in line and "(upstream sglang)" in line

@@ -57,6 +57,24 @@ def test_structured_output_and_the_parsers_are_on_by_default_and_each_can_be_tur
     assert "--tool-call-parser" not in serve and serve[serve.index("--grammar-backend", serve.index("xgrammar")) + 1] == "none"
 
 
+def test_multimodal_loads_the_towers_only_when_asked(tmp_path):
+    """Text-only by default (0013 skips the towers, media is refused); --multimodal turns them on."""
+    from sglang.srt.configs.model_config import ModelConfig
+
+    from sglang_gemma4.gpu.serve.variants import write_config
+
+    model = write_config(tmp_path, "e4b", "conditional")
+    for multimodal in (False, True):
+        parsed = parse_server_args(presets.server_args("e4b", str(model), multimodal=multimodal))
+        assert parsed.enable_multimodal is (True if multimodal else None)
+        assert ModelConfig.from_server_args(parsed).is_multimodal is multimodal
+    serve = dry_run("e4b", "--model", "m", "--no-prebuild", "--multimodal")[0]
+    assert serve.count("--enable-multimodal") == 1 and "--enable-multimodal" not in dry_run("e4b", "--model", "m")[-1]
+    # without --model: a config-only checkpoint of the conditional class, apart from the text-only one
+    bare = dry_run("31b", "--no-prebuild", "--multimodal")[0]
+    assert bare[bare.index("--model-path") + 1] == str(REPO / "checkpoints" / "31b-multimodal")
+
+
 def test_json_under_a_schema_has_no_whitespace_a_model_could_repeat():
     import json
 

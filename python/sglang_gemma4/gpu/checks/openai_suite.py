@@ -1,7 +1,8 @@
 """The OpenAI API as users drive it: the official `openai` Python client against a server.
 
-    python -m sglang_gemma4.gpu.checks.openai_suite --url http://127.0.0.1:30000 [--api-key K] [--out DIR]
+    python -m sglang_gemma4.gpu.checks.openai_suite --url http://127.0.0.1:30000 [--images] [--api-key K] [--out DIR]
     python -m sglang_gemma4.gpu.checks.openai_suite --start VARIANT --out DIR [--dry-run]
+    python -m sglang_gemma4.gpu.checks.openai_suite --start-images VARIANT --out DIR [--dry-run]
 
 Each check sends what a client sends (chat, streaming, n > 1, logprobs, a forced tool call, JSON
 schema, regex and EBNF output, stop, max_tokens, usage, refused requests) and asserts what any
@@ -18,6 +19,11 @@ emits a fixed token id instead of the verified ones: no output of it can be comp
 check without MTP, then with it: the greedy constrained answers (JSON schema, forced tool call, regex,
 EBNF) must be the same both times. Writes DIR/openai-suite.json and DIR/openai-suite.md, with the
 accept length the MTP server logged; exits non-zero unless every check passed on both.
+
+--images (with --url, a server started with the preset's --multimodal) adds an image question and
+bad media (broken base64, a non-image, a truncated image, a decompression bomb, a remote URL, a
+server path), each of which must be refused with 400. --start-images serves VARIANT so (a config-only
+Gemma4ForConditionalGeneration checkpoint, dummy weights) and runs chat and those checks.
 """
 
 import argparse
@@ -230,6 +236,69 @@ def refusals(client, model, run):
 
 CHECKS = [chat, streaming, several_choices, logprobs, forced_tool_call, json_schema, json_object, regex_and_ebnf,
           stop, max_tokens, refusals]
+
+
+# --- images (a server started with the preset's --multimodal) ---
+
+def png(width: int, height: int, rgb=(200, 30, 30), rows: bytes | None = None) -> bytes:
+    """A PNG written by hand (no imaging library on the client): `rows` replaces the pixel data."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    if rows is None:
+        rows = (b"\x00" + bytes(rgb) * width) * height
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+def data_url(data: bytes, mime: str = "image/png") -> str:
+    import base64
+
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
+
+
+def with_image(url: str, text: str = "What colour is this picture? One word.") -> list:
+    return [{"role": "user", "content": [{"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": url}}]}]
+
+
+# media every server must refuse with 400 (0245, 0246): never fetched, never read, never a 500
+BAD_MEDIA = {
+    "broken base64": "data:image/png;base64,!!!not-base64!!!",
+    "not an image": data_url(b"%PDF-1.4 this is no image", "image/png"),
+    "truncated image": data_url(png(64, 64, rows=b"\x00" * 10)),
+    "decompression bomb": data_url(png(20000, 20000, rows=b"\x00" * 16)),  # 400 M pixels, a header only
+    "remote URL": "http://127.0.0.1:9/cat.png",
+    "server path": "file:///etc/hostname",
+}
+
+
+def image_input(client, model, run):
+    r = client.chat.completions.create(model=model, messages=with_image(data_url(png(64, 64))), max_tokens=8, **GREEDY)
+    assert isinstance(r.choices[0].message.content, str) and r.choices[0].finish_reason in ("stop", "length"), r
+    question = [{"role": "user", "content": "What colour is this picture? One word."}]
+    text_only = client.chat.completions.create(model=model, messages=question, max_tokens=1, **GREEDY)
+    # the image's soft tokens are part of the prompt
+    assert r.usage.prompt_tokens > text_only.usage.prompt_tokens, (r.usage, text_only.usage)
+
+
+def bad_media(client, model, run):
+    import openai
+
+    for name, url in BAD_MEDIA.items():
+        try:
+            client.chat.completions.create(model=model, messages=with_image(url), max_tokens=4)
+        except openai.BadRequestError as e:
+            assert e.status_code == 400 and e.message, (name, e)
+        except openai.APIStatusError as e:
+            raise AssertionError(f"{name}: answered {e.status_code}, not 400: {e.message[:200]}") from e
+        else:
+            raise AssertionError(f"{name}: answered, not refused")
+
+
+MEDIA_CHECKS = [image_input, bad_media]
 # what must not change when MTP turns on (greedy, constrained)
 COMPARED = ("forced_tool_call", "json_schema", "regex", "ebnf")
 
@@ -310,22 +379,58 @@ def start_and_run(variant: str, out: Path, checkpoints: Path, seed: int, dry_run
     return 0 if all(r.passed for r in runs.values()) and not diffs else 1
 
 
+def start_images(variant: str, out: Path, checkpoints: Path, dry_run: bool) -> int:
+    """VARIANT as Gemma4ForConditionalGeneration with the preset's towers on (config-only checkpoint, dummy
+    weights: nothing here compares answers): chat, an image question, bad media refused with 400."""
+    from sglang_gemma4.gpu import REPO
+    from sglang_gemma4.gpu.serve.presets import MULTIMODAL, SMALL_GRAPHS
+    from sglang_gemma4.gpu.serve.server import Server
+
+    model = (checkpoints / f"{variant}-multimodal").resolve()
+    server = Server(variant, "patched", out / f"{variant}-multimodal.log", model=str(model),
+                    extra=[*MULTIMODAL, "--load-format", "dummy", *SMALL_GRAPHS])
+    if dry_run:
+        print(server.describe())
+        return 0
+    if not (model / "config.json").is_file():
+        from sglang_gemma4.gpu.serve.checkpoint import write_checkpoint
+
+        write_checkpoint(variant, model, arch="conditional", weights="none", repo_root=REPO)
+    out.mkdir(parents=True, exist_ok=True)
+    with server:
+        run = run_checks(client_for(server.url), [chat, *MEDIA_CHECKS])
+        if died := server.death():
+            run.outcomes["server alive"] = died
+    table = report({f"{variant} --multimodal": run}, None)
+    (out / "openai-suite.md").write_text(f"# openai client suite: {variant} with images\n\n{table}")
+    print(table, flush=True)
+    return 0 if run.passed else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--url", help="a running server, e.g. http://127.0.0.1:30000")
     where.add_argument("--start", metavar="VARIANT", choices=list(SIMULATED_ACCEPT_LEN),
                        help="serve VARIANT's random-weight target without MTP, then with its draft")
+    where.add_argument("--start-images", metavar="VARIANT", choices=["e2b", "e4b", "26b-a4b", "31b"],
+                       help="serve VARIANT with the preset's --multimodal (dummy weights): chat and the image checks")
+    p.add_argument("--images", action="store_true",
+                   help="with --url: also the image checks (a server started with the preset's --multimodal)")
     p.add_argument("--api-key")
     p.add_argument("--out", type=Path)
     p.add_argument("--checkpoints", type=Path, default=Path("checkpoints/openai-suite"),
                    help="with --start: where the target and draft are (made there when missing)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dry-run", action="store_true", help="with --start: print the servers' command lines")
+    p.add_argument("--dry-run", action="store_true",
+                   help="with --start or --start-images: print the servers' command lines")
     args = p.parse_args(argv)
+    if args.start_images:
+        return start_images(args.start_images, args.out or Path("openai-suite-images"), args.checkpoints,
+                            args.dry_run)
     if args.start:
         return start_and_run(args.start, args.out or Path("openai-suite"), args.checkpoints, args.seed, args.dry_run)
-    run = run_checks(client_for(args.url, args.api_key))
+    run = run_checks(client_for(args.url, args.api_key), CHECKS + (MEDIA_CHECKS if args.images else []))
     table = report({args.url: run}, None)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,10 @@
 """Who a server started with these launch_server flags lets in: the launcher prints it before the
 server starts.
 
-The patched build closes sglang's open defaults (patches 0210-0214): admin routes need
+The patched build closes sglang's open defaults (patches 0210-0214, 0245): admin routes need
 --admin-api-key, /server_info and logs redact keys, CORS is off unless origins are listed, the
-realtime websocket checks the API key and a web page's origin, and a request may not replace the
-chat template. A build without those patches (pristine sglang) keeps upstream's defaults; which one
+realtime websocket checks the API key and a web page's origin, a request may not replace the
+chat template, and a multimodal server takes media inline only. A build without those patches (pristine sglang) keeps upstream's defaults; which one
 will serve is read from the installed sglang's files, without importing it.
 """
 
@@ -21,6 +21,7 @@ PATCHED = {
     "cors": ("srt/server_args.py", "cors_allow_origins"),
     "websocket": ("srt/utils/auth.py", "_websocket_origin_allowed"),
     "template": ("srt/server_args.py", "enable_client_chat_template"),
+    "media": ("srt/utils/common.py", "def _check_media_source"),
 }
 
 
@@ -51,6 +52,7 @@ def _flags(server_argv: list[str]) -> argparse.Namespace:
     p.add_argument("--admin-api-key")
     p.add_argument("--cors-allow-origins", nargs="+")
     p.add_argument("--enable-client-chat-template", action="store_true")
+    p.add_argument("--enable-multimodal", action="store_true")
     return p.parse_known_args(server_argv)[0]
 
 
@@ -91,4 +93,14 @@ def summary(server_argv: list[str], env: dict, sglang: Path | None) -> list[str]
         lines.append("client chat templates: accepted (--enable-client-chat-template)")
     else:
         lines.append("client chat templates: refused; --enable-client-chat-template accepts them")
+    if f.enable_multimodal:  # a text-only server refuses media before loading any
+        sources = {part.strip() for part in env.get("SGLANG_MM_MEDIA_SOURCES", "").split(",")} & {"url", "path"}
+        if "media" not in have:
+            lines.append("media: fetched from any URL and read from any server path a request names (upstream sglang)")
+        elif not sources:
+            lines.append("media: inline (base64) only; SGLANG_MM_MEDIA_SOURCES=url,path allows URLs, server paths")
+        else:
+            named = {"url": "fetched from URLs", "path": "read from server paths"}
+            lines.append(f"media: inline, and {' and '.join(named[s] for s in sorted(sources, reverse=True))} "
+                         f"(SGLANG_MM_MEDIA_SOURCES)")
     return lines

@@ -2,7 +2,7 @@
 
     python -m sglang_gemma4.gpu.serve.launch VARIANT [--model DIR] [--mtp] [--draft DIR] [--tp N]
         [--host H] [--port P] [--api-key K] [--admin-api-key K] [--no-structured-output] [--no-parsers]
-        [--kv-fp8] [--no-prebuild] [--dry-run] [-- extra launch_server flags]
+        [--kv-fp8] [--multimodal] [--no-prebuild] [--dry-run] [-- extra launch_server flags]
 
 The Python environment decides which build serves: source $PREFIX/env-patched.sh or env-pristine.sh
 (scripts/gpu/setup.sh) first, or have the patched wheel installed.  Extra flags after -- come last,
@@ -53,6 +53,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-fp8", action="store_true",
                    help="the KV cache in FP8 (--kv-cache-dtype fp8_e4m3): twice the tokens in the same memory, "
                         "K and V rounded to e4m3")
+    p.add_argument("--multimodal", action="store_true",
+                   help="load the vision (and on e2b/e4b audio) towers and accept image/audio input; without it "
+                        "Gemma-4 is served text-only and media is refused. Without --model: a config-only "
+                        "Gemma4ForConditionalGeneration checkpoint, checkpoints/VARIANT-multimodal")
     p.add_argument("--dry-run", action="store_true", help="print the commands instead of running them")
     return p
 
@@ -75,6 +79,7 @@ class Launch:
     no_structured_output: bool = False
     no_parsers: bool = False
     kv_fp8: bool = False
+    multimodal: bool = False
     dry_run: bool = False
     extra: tuple[str, ...] = ()
 
@@ -83,7 +88,7 @@ class Launch:
         defaults = Launch(self.variant)
         words = [self.variant, "--port", str(self.port)]
         for name in ("model", "mtp", "draft", "tp", "host", "api_key", "admin_api_key", "no_prebuild",
-                     "no_structured_output", "no_parsers", "kv_fp8", "dry_run"):
+                     "no_structured_output", "no_parsers", "kv_fp8", "multimodal", "dry_run"):
             value, flag = getattr(self, name), "--" + name.replace("_", "-")
             if value != getattr(defaults, name):
                 words += [flag] if isinstance(value, bool) else [flag, str(value)]
@@ -108,8 +113,9 @@ def commands(args: Launch) -> tuple[list[str] | None, list[str]]:
     """(the prebuild's command or None, the server's command)."""
     model, draft, dummy = args.model, args.draft, False
     if not model:
-        model, dummy = str(REPO / "checkpoints" / args.variant), True
-        config_only(args.variant, Path(model), "causal", args.dry_run)
+        name = f"{args.variant}-multimodal" if args.multimodal else args.variant
+        model, dummy = str(REPO / "checkpoints" / name), True
+        config_only(args.variant, Path(model), "conditional" if args.multimodal else "causal", args.dry_run)
         if args.mtp and not draft:
             draft = str(REPO / "checkpoints" / f"{args.variant}-assistant")
             config_only(args.variant, Path(draft), "assistant", args.dry_run)
@@ -119,7 +125,7 @@ def commands(args: Launch) -> tuple[list[str] | None, list[str]]:
               *server_args(args.variant, model, tp=args.tp, host=args.host, port=args.port, dummy_weights=dummy,
                            draft=draft if args.mtp else None, api_key=args.api_key,
                            admin_api_key=args.admin_api_key, structured_output=not args.no_structured_output,
-                           parsers=not args.no_parsers, kv_fp8=args.kv_fp8), *args.extra]
+                           parsers=not args.no_parsers, kv_fp8=args.kv_fp8, multimodal=args.multimodal), *args.extra]
     prebuild = not args.no_prebuild and os.environ.get("SGLANG_GEMMA4_PREBUILD", "1") != "0"
     return ([sys.executable, "-m", "sglang_gemma4.gpu.serve.prebuild", "--model", model, "--tp", str(args.tp)]
             if prebuild else None), server

@@ -43,6 +43,9 @@ BACKENDS = (
 PARSERS = ("--tool-call-parser", "gemma4", "--reasoning-parser", "gemma4")
 # A server without structured output (constrained requests are refused); the last repeated flag wins
 NO_STRUCTURED_OUTPUT = ("--grammar-backend", "none")
+# Image (and, on E2B/E4B, audio) input: the towers loaded (0013 serves Gemma-4 text-only without it,
+# and refuses media then). Costs the towers' weights in GPU memory, so a smaller KV pool: not measured yet.
+MULTIMODAL = ("--enable-multimodal",)
 DECODE_GRAPHS = ("--cuda-graph-max-bs-decode", "64")  # what serving captures
 # The KV cache in FP8 (e4m3): twice the tokens of bf16 in the same pool (launch_gemma4 --kv-fp8; the long
 # experiment's fp8 setups). Unscaled (Gemma-4's checkpoints carry no KV scales); patch 0179 lets the Triton
@@ -86,10 +89,10 @@ def model_flags(variant: str) -> list[str]:
 def server_args(variant: str, model: str, *, tp: int = 1, host: str = "127.0.0.1", port: int = 30000,
                 dummy_weights: bool = False, draft: str | None = None, api_key: str | None = None,
                 admin_api_key: str | None = None, structured_output: bool = True,
-                parsers: bool = True, kv_fp8: bool = False) -> list[str]:
+                parsers: bool = True, kv_fp8: bool = False, multimodal: bool = False) -> list[str]:
     """sglang.launch_server's arguments for `variant` served from `model` (a draft turns MTP on;
     structured_output=False serves without a grammar backend, parsers=False without PARSERS,
-    kv_fp8=True with the KV cache in FP8)."""
+    kv_fp8=True with the KV cache in FP8, multimodal=True with the vision/audio towers: MULTIMODAL)."""
     p = preset(variant)
     args = ["--load-format", "dummy"] if dummy_weights else []
     args += ["--model-path", model, "--tokenizer-path", model, "--host", host, "--port", str(port),
@@ -101,6 +104,8 @@ def server_args(variant: str, model: str, *, tp: int = 1, host: str = "127.0.0.1
         args += NO_STRUCTURED_OUTPUT
     if kv_fp8:
         args += KV_FP8
+    if multimodal:
+        args += MULTIMODAL
     if draft:
         args += [*MTP, "--speculative-draft-model-path", draft]
     if api_key:

@@ -152,6 +152,14 @@ def openai_suite(choice, args, out):
     return [harness("checks.openai_suite", "--start", v, "--out", str(out / f"openai-suite-{v}")) for v in choice or ["26b-a4b"]]
 
 
+def openai_suite_images(choice, args, out):
+    """the openai client against the preset's --multimodal server (towers loaded, dummy weights): chat, an image
+    question, and bad media (broken base64, non-image, truncated, decompression bomb, remote URL, server path)
+    refused with 400 (CHOICE, default e4b)"""
+    return [harness("checks.openai_suite", "--start-images", v, "--out", str(out / f"openai-suite-images-{v}"))
+            for v in choice or ["e4b"]]
+
+
 def structured_cost(choice, args, out):
     """the preset's structured output (xgrammar) vs --grammar-backend none, patched build, same call: unconstrained
     batch-1 decode and chat at 32 (workloads=) (CHOICE, default 26b-a4b)"""

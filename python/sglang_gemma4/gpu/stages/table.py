@@ -89,6 +89,7 @@ STAGES = {
                                      "prompt-len": Arg("128", "SPEC_PROMPT_LEN"), "env": Arg(env="SPEC_ENV"),
                                      "label": Arg(env="SPEC_LABEL")}),
     "openai-suite": Stage(e.openai_suite),
+    "openai-suite-images": Stage(e.openai_suite_images),
     "structured-cost": Stage(e.structured_cost, workloads("STRUCTURED_WORKLOADS")),
     "structured-throughput": Stage(e.structured_throughput),
     "yoco": Stage(e.yoco, workloads("YOCO_WORKLOADS")),
