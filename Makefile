@@ -14,7 +14,7 @@ TEST_PY := $(TEST_VENV)/bin/python
 APPLY_FLAGS := $(if $(FORCE),--force,)
 
 .DEFAULT_GOAL := all
-.PHONY: all help fetch apply build status version lint readme refresh new rebase rebase-continue rebase-abort rebase-check drift-check port-check port-build test verify-tests bundle serve gpu-parity clean-work clean python-version quilt shellcheck
+.PHONY: all help fetch apply build status version lint readme refresh new rebase rebase-continue rebase-abort rebase-check drift-check port-check port-build test verify-tests bundle serve clean-work clean python-version quilt shellcheck
 
 # A variable a target needs, checked before any of its prerequisites is built.
 require = $(if $(value $(1)),,$(error make $(2): $(1) is missing, e.g. make $(2) $(3)))
@@ -133,14 +133,6 @@ serve:  ## GPU host: make a small random-weight E2B-shaped checkpoint once, serv
 	@test -f $(SERVE_MODEL)/model.safetensors || PYTHONPATH=python python3 -m sglang_gemma4 checkpoint \
 	  --variant e2b --layers 8 --weights random --device auto --out $(SERVE_MODEL)
 	scripts/launch_gemma4.sh e2b --model $(SERVE_MODEL) $(SERVE_FLAGS)
-
-# GPU host with the offline bundle installed (scripts/gpu/setup.sh): the harness runs on the
-# pristine build's packages (transformers as sglang pins it); each server sources its own build.
-BUNDLE_PREFIX ?= /tmp/sglang-gemma4
-PARITY_OUT ?= gpu-results/parity
-gpu-parity:  ## GPU host, bundle installed: pristine + patched vs transformers, four shapes (PARITY_OUT=dir)
-	. $(BUNDLE_PREFIX)/env-pristine.sh && PYTHONPATH=$(CURDIR)/python:$$PYTHONPATH \
-	  python3 -m sglang_gemma4.gpu.parity --out $(PARITY_OUT) --eager-variants e2b e4b
 
 test: quilt $(TEST_VENV)/.stamp apply lint  ### lint, series and apply checks, tool tests, each patch's CPU tests
 	$(TEST_PY) -m pytest

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Launch sglang with this stack's preset for a Gemma-4 variant (python/sglang_gemma4/gpu/presets.py
-# holds every flag; python -m sglang_gemma4.gpu.launch does the work):
+# Launch sglang with this stack's preset for a Gemma-4 variant (python/sglang_gemma4/gpu/serve/presets.py
+# holds every flag; python -m sglang_gemma4.gpu.serve.launch does the work):
 #
 #   scripts/launch_gemma4.sh VARIANT [--model DIR] [--mtp] [--draft DIR] [--tp N] [--host H] [--port P]
 #                            [--api-key K] [--admin-api-key K] [--no-structured-output] [--no-parsers]
-#                            [--no-prebuild] [--dry-run]
+#                            [--kv-fp8] [--multimodal] [--no-prebuild] [--dry-run]
 #                            [-- extra launch_server flags]
 #
 # --help describes each option. Before the server starts it prints who the server lets in (admin
@@ -13,4 +13,4 @@
 # installed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" exec python3 -m sglang_gemma4.gpu.launch "$@"
+PYTHONPATH="$here/python${PYTHONPATH:+:$PYTHONPATH}" exec python3 -m sglang_gemma4.gpu.serve.launch "$@"

@@ -1,9 +1,10 @@
 """The tools package is two halves that meet only in the CLI: sglang_gemma4.stack (the patch stack)
-imports nothing of sglang_gemma4.gpu (the GPU host's side) nor the other way round. Beside them,
-sglang_gemma4.results (measured results as data) imports neither, and the stack uses only its
-public names; within the stack, the user's side imports nothing of stack.maintainer. All may use
-the shared leaf modules (markdown.py). The package and scripts run as modules, without editing
-sys.path."""
+imports nothing of sglang_gemma4.gpu (the GPU host's side) nor the other way round; inside gpu, the
+layers point one way (checks, studies and kernels use serve, never each other; serve uses none of
+them). Beside them, sglang_gemma4.results (measured results as data) imports neither, and the
+stack uses only its public names; within the stack, the user's side imports nothing of
+stack.maintainer. All may use the shared leaf modules (markdown.py). The package and scripts run
+as modules, without editing sys.path."""
 
 import ast
 import re
@@ -89,10 +90,80 @@ def test_the_stack_uses_the_results_only_through_their_public_names():
     assert "sglang_gemma4.results.render" not in allowed("stack")
 
 
+# What each layer of gpu/ may import besides itself and the gpu package (REPO); the stage table
+# (stages/) and its runner (run.py), above them all, may import every layer.
+GPU_LAYERS = {"serve": set(), "checks": {"serve"}, "studies": {"serve"}, "kernels": {"serve"}}
+
+
+def layer_of(name: str) -> str | None:
+    parts = name.split(".")
+    return (
+        parts[2]
+        if len(parts) > 2 and parts[:2] == ["sglang_gemma4", "gpu"] and parts[2] in GPU_LAYERS
+        else None
+    )
+
+
+def layer_crossings(layer: str, modules: dict[str, str]) -> list[str]:
+    """`modules` (file name: source, of the package sglang_gemma4.gpu.<layer>) importing a layer
+    they may not."""
+    allowed = GPU_LAYERS[layer] | {layer}
+    return [
+        f"{file} imports {name}"
+        for file, source in sorted(modules.items())
+        for name in sorted(imported_modules(source, f"sglang_gemma4.gpu.{layer}"))
+        if name.startswith("sglang_gemma4.gpu.")
+        and name != "sglang_gemma4.gpu.REPO"
+        and layer_of(name) not in allowed
+    ]
+
+
+def test_gpu_holds_its_layers_the_stages_and_the_runner_only():
+    assert sorted(p.name for p in (PACKAGE / "gpu").iterdir() if p.name != "__pycache__") == sorted(
+        ["__init__.py", "run.py", "stages", *GPU_LAYERS]
+    )
+
+
+@pytest.mark.parametrize("layer", GPU_LAYERS)
+def test_a_gpu_layer_imports_only_itself_and_the_layers_below(layer):
+    modules = {
+        str(p.relative_to(REPO)): p.read_text()
+        for p in sorted((PACKAGE / "gpu" / layer).rglob("*.py"))
+    }
+    assert modules and layer_crossings(layer, modules) == []
+
+
+@pytest.mark.parametrize(
+    "layer, source",
+    [
+        ("serve", "from sglang_gemma4.gpu.checks import smoke"),
+        ("serve", "from ..studies.bench import Setup"),
+        ("checks", "from sglang_gemma4.gpu.studies import bench"),
+        ("studies", "import sglang_gemma4.gpu.kernels.kernel_grid"),
+        ("kernels", "from sglang_gemma4.gpu.checks.fuzz import value"),
+        ("checks", "from sglang_gemma4.gpu import run"),
+    ],
+)
+def test_a_layer_crossing_is_seen(layer, source):
+    assert layer_crossings(layer, {"x.py": source}) != []
+
+
+@pytest.mark.parametrize(
+    "layer, source",
+    [
+        ("checks", "from sglang_gemma4.gpu.serve.server import Server"),
+        ("studies", "from sglang_gemma4.gpu import REPO"),
+        ("kernels", "from .kernel_grid import measure"),
+    ],
+)
+def test_a_layer_may_use_itself_serve_and_repo(layer, source):
+    assert layer_crossings(layer, {"x.py": source}) == []
+
+
 @pytest.mark.parametrize(
     "source",
     [
-        "from sglang_gemma4.gpu.variants import VARIANTS",
+        "from sglang_gemma4.gpu.serve.variants import VARIANTS",
         "from ..gpu import server",
         "import sglang_gemma4.cli",
         "from .. import cli",

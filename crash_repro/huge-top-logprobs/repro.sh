@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=/dev/null  # written on the GPU host by scripts/gpu/setup.sh
 . "${PREFIX:-/tmp/sglang-gemma4}/env-pristine.sh"
-PYTHONPATH=$PWD/python:$PYTHONPATH exec python3 -m sglang_gemma4.gpu.repro --case huge-top-logprobs --build "$1" --out "$2"
+PYTHONPATH=$PWD/python:$PYTHONPATH exec python3 -m sglang_gemma4.gpu.checks.repro --case huge-top-logprobs --build "$1" --out "$2"

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import sglang_gemma4.results as results
-from sglang_gemma4.gpu.variants import ARCHS, VARIANTS
+from sglang_gemma4.gpu.serve.variants import ARCHS, VARIANTS
 from sglang_gemma4.markdown import MarkerError
 from sglang_gemma4.results import archive
 from sglang_gemma4.results.errors import ResultsError
@@ -318,7 +318,7 @@ def cmd_bundle(stack: Stack, args) -> int:
 
 
 def cmd_checkpoint(stack: Stack, args) -> int:
-    from sglang_gemma4.gpu.checkpoint import write_checkpoint
+    from sglang_gemma4.gpu.serve.checkpoint import write_checkpoint
 
     device = args.device
     if device == "auto":

@@ -1,9 +1,9 @@
 """0010 under generated requests: thousands of hostile requests (the generator of
-gpu/fuzz.py) sent in process through /generate, /v1/completions and /v1/chat/completions, up to
-the scheduler. Each must be rejected with a 400 that names one of its fields, or reach the scheduler
-within what the scheduler and its kernels take: every field of its declared type, token ids inside
-the vocabulary, values that the int32/int64/float32 tensors built from them hold. Anything else (a
-500, an exception) fails, with the request that caused it."""
+gpu/checks/fuzz.py) sent in process through /generate, /v1/completions and /v1/chat/completions, up
+to the scheduler. Each must be rejected with a 400 that names one of its fields, or reach the
+scheduler within what the scheduler and its kernels take: every field of its declared type, token
+ids inside the vocabulary, values that the int32/int64/float32 tensors built from them hold.
+Anything else (a 500, an exception) fails, with the request that caused it."""
 
 import math
 import random
@@ -14,7 +14,7 @@ import pytest
 import torch
 from request_pipeline import VOCAB, front_end
 
-from sglang_gemma4.gpu.fuzz import request
+from sglang_gemma4.gpu.checks.fuzz import request
 
 FIXED_SEED = 20261124
 RANDOM_SEED = random.SystemRandom().randrange(2**32)  # in the test id: a failure names it

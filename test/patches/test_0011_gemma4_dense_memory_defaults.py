@@ -9,7 +9,7 @@ import logging
 import pytest
 from gemma4_config import server_args
 
-from sglang_gemma4.gpu.variants import write_config
+from sglang_gemma4.gpu.serve.variants import write_config
 
 import sglang.srt.server_args as server_args_module
 

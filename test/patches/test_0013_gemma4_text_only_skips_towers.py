@@ -10,7 +10,7 @@ import torch
 from gemma4_config import server_args
 from torch import nn
 
-from sglang_gemma4.gpu.variants import text_config, write_config
+from sglang_gemma4.gpu.serve.variants import text_config, write_config
 
 from sglang.srt.models import gemma4_mm
 

@@ -18,7 +18,7 @@ import torch
 from gemma4_config import server_args
 from swa_serving import Serving, publish_server_args, request, reset_context
 
-from sglang_gemma4.gpu.variants import write_config
+from sglang_gemma4.gpu.serve.variants import write_config
 
 import sglang.srt.model_executor.pool_configurator as pool_configurator
 from sglang.srt.configs.model_config import ModelConfig

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from transformers.models.gemma4.configuration_gemma4 import Gemma4TextConfig
 
-from sglang_gemma4.gpu.variants import text_config
+from sglang_gemma4.gpu.serve.variants import text_config
 
 from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
 from sglang.srt.model_executor.forward_batch_info import ForwardMode

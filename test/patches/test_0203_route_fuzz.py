@@ -1,9 +1,10 @@
-"""Fuzzer v2 in process: tens of thousands of generated requests (gpu/fuzz.py's route_case) to every
-route of the route table (gpu/routes.py) through sglang's HTTP app, behind the API-key check of a
-server started with --admin-api-key: hostile fields, /generate's batch forms, bodies that are not
-objects, truncated and invalid JSON, wrong content types, admin routes with and without the key,
-rid games. None may be answered 5xx or let an exception out, and each generation request that
-reaches the scheduler must be within what the scheduler and its kernels take (test_0010's check)."""
+"""Fuzzer v2 in process: tens of thousands of generated requests (gpu/checks/fuzz.py's route_case)
+to every route of the route table (gpu/checks/routes.py) through sglang's HTTP app, behind the
+API-key check of a server started with --admin-api-key: hostile fields, /generate's batch forms,
+bodies that are not objects, truncated and invalid JSON, wrong content types, admin routes with and
+without the key, rid games. None may be answered 5xx or let an exception out, and each generation
+request that reaches the scheduler must be within what the scheduler and its kernels take
+(test_0010's check)."""
 
 import logging
 import random
@@ -14,8 +15,8 @@ from http_app import ADMIN_KEY, http_app
 from request_pipeline import VOCAB, front_end
 from test_0010_request_fields_fuzz import within_kernel_limits
 
-from sglang_gemma4.gpu import routes
-from sglang_gemma4.gpu.fuzz import route_case
+from sglang_gemma4.gpu.checks import routes
+from sglang_gemma4.gpu.checks.fuzz import route_case
 
 HEALTH_CHECKS = {"/health", "/health_generate"}
 FIXED_SEED = 20261127

@@ -14,7 +14,7 @@ import pytest
 from gemma4_config import server_args
 from stub_server import bearer, serve
 
-from sglang_gemma4.gpu.variants import write_config
+from sglang_gemma4.gpu.serve.variants import write_config
 
 SECRETS = {
     "api_key": "sk-user-1234",

@@ -1,12 +1,12 @@
 """The ServerArgs a server would build from a config.json-only Gemma-4 checkpoint
-(sglang_gemma4.gpu.variants.write_config), for the server-args tests."""
+(sglang_gemma4.gpu.serve.variants.write_config), for the server-args tests."""
 
 import json
 from functools import cache
 from pathlib import Path
 
-from sglang_gemma4.gpu import variants
-from sglang_gemma4.gpu.presets import resolved_server_args
+from sglang_gemma4.gpu.serve import variants
+from sglang_gemma4.gpu.serve.presets import resolved_server_args
 
 
 @cache

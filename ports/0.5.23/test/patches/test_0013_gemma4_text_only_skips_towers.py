@@ -11,7 +11,7 @@ import torch
 from gemma4_config import server_args, write_config
 from torch import nn
 
-from sglang_gemma4.gpu.variants import text_config
+from sglang_gemma4.gpu.serve.variants import text_config
 
 from sglang.srt.arg_groups.overrides import model_config_of
 from sglang.srt.models import gemma4_mm

@@ -14,8 +14,8 @@ from http_app import ADMIN_KEY, http_app
 from request_pipeline import VOCAB, front_end
 from test_0010_request_fields_fuzz import within_kernel_limits
 
-from sglang_gemma4.gpu import routes
-from sglang_gemma4.gpu.fuzz import route_case
+from sglang_gemma4.gpu.checks import routes
+from sglang_gemma4.gpu.checks.fuzz import route_case
 
 # 0.5.23's /ping (SageMaker's) asks the tokenizer manager whether it is healthy, as /health does
 HEALTH_CHECKS = {"/health", "/health_generate", "/ping"}

@@ -20,7 +20,7 @@ import stub_server
 from stub_server import bearer, http_routes
 
 import sglang.srt.entrypoints.http_server as http_server
-from sglang_gemma4.gpu import routes as route_table
+from sglang_gemma4.gpu.checks import routes as route_table
 
 # What an open server let anyone do (each named by its route)
 DANGEROUS = [("POST", "/update_weights_from_disk"), ("POST", "/update_weights_from_tensor"),
