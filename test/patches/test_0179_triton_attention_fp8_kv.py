@@ -380,7 +380,9 @@ def hopper_dots():
     env = dict(
         os.environ,
         TRITON_INTERPRET="0",
-        PYTHONPATH=os.pathsep.join([str(here), str(here.parent), os.environ.get("PYTHONPATH", "")]),
+        PYTHONPATH=os.pathsep.join(
+            [str(here / "helpers"), str(here.parent), os.environ.get("PYTHONPATH", "")]
+        ),
     )
     code = "import patched_tree, hopper_ttir; hopper_ttir.main()"
     done = subprocess.run(
