@@ -99,6 +99,13 @@ def test_each_rule_bites(root, old, new, expected):
     assert any(expected in e for e in errors), errors
 
 
+def test_why_and_how_are_at_most_ten_lines(root):
+    ten = GOOD.replace("How: like this.", "How: like this.\n" + "more.\n" * 8, 1)
+    assert errors_for(root, ten) == []
+    errors = errors_for(root, ten.replace("more.\n", "more.\nand more.\n", 1))
+    assert [e for e in errors if "Why: + How: take 11 non-empty lines" in e], errors
+
+
 def test_series_problems(root):
     patches = root / "patches"
     for name in ("0010-a.patch", "0020-b.patch", "0005-c.patch", "0030-unlisted.patch"):

@@ -27,11 +27,24 @@ UPSTREAM_STATUS = {
 KILL_SWITCH = re.compile(r"^(none|[A-Z][A-Z0-9_]*(=\S+)?)$")
 DESCRIPTION_PARTS = ("Why:", "How:", "Drop when:")
 MAX_SUBJECT = 80
+MAX_WHY_HOW_LINES = 10
 
 
 def listed_paths(value: str) -> list[str]:
     """The file paths in a Tests/Bench value: the part before any `;` comment."""
     return [p for p in re.split(r"[,\s]+", value.split(";", 1)[0]) if p]
+
+
+def why_how_lines(description: str) -> int:
+    """Non-empty lines from `Why:` up to `Drop when:` (the short story a reviewer reads)."""
+    lines, inside = 0, False
+    for line in description.splitlines():
+        if line.startswith("Why:"):
+            inside = True
+        elif line.startswith("Drop when:"):
+            inside = False
+        lines += inside and bool(line.strip())
+    return lines
 
 
 def lint_patch(patch: PatchFile, root: Path) -> list[str]:
@@ -95,6 +108,11 @@ def lint_patch(patch: PatchFile, root: Path) -> list[str]:
     for part in DESCRIPTION_PARTS:
         if not re.search(rf"^{re.escape(part)}\s*\S", description, re.M):
             errors.append(f"{where}: description needs a paragraph starting '{part}'")
+    if (n := why_how_lines(description)) > MAX_WHY_HOW_LINES:
+        errors.append(
+            f"{where}: Why: + How: take {n} non-empty lines, at most {MAX_WHY_HOW_LINES}"
+            " (link the evidence: docs/, crash_repro/, benchmark_results/)"
+        )
 
     if not patch.files:
         errors.append(f"{where}: no `diff --git` section")
