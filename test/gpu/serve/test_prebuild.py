@@ -1,7 +1,7 @@
 """The cold-start prebuild: which CUDA modules it builds for a Gemma-4 config, and that it builds
 them side by side, reporting a failed one without stopping. The expected module arguments are the
 builds a cold 26B-A4B server start left in its caches on an H100
-(benchmark_results/2026-11-22-h100-26b-a4b-g5723c55349-coldstart/raw.tar.xz:compiles-26b-a4b.md):
+(benchmark_results/sglang-0.5.12/2026-11-22-h100-26b-a4b-g5723c55349-coldstart/raw.tar.xz:compiles-26b-a4b.md):
 sgl_kernel_jit_fused_rope_true_{256,512}_true_bf16_t, sgl_kernel_jit_kvcache_{4096,2048}_true,
 activation bf16, resolve_future_token_ids and clamp_position int64, FlashInfer's norm."""
 

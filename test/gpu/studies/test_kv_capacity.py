@@ -10,11 +10,11 @@ import pytest
 from sglang_gemma4.gpu.studies import kv_capacity
 from sglang_gemma4.gpu.studies.kv_capacity import (main, markdown, parse_sglang, parse_vllm, report, served_variant,
                                             sglang_window)
-from sglang_gemma4.stack.result_archive import read_archive
+from sglang_gemma4.results import read_archive
 
 REPO = Path(__file__).resolve().parents[3]
-# benchmark_results/2026-11-22-h100-26b-a4b-g253f045b9c-swa-study/raw.tar.xz:26b-a4b-r0.8.server.log
-RUN_0512 = REPO / "benchmark_results/2026-11-22-h100-26b-a4b-g253f045b9c-swa-study"
+# benchmark_results/sglang-0.5.12/2026-11-22-h100-26b-a4b-g253f045b9c-swa-study/raw.tar.xz:26b-a4b-r0.8.server.log
+RUN_0512 = REPO / "benchmark_results/sglang-0.5.12/2026-11-22-h100-26b-a4b-g253f045b9c-swa-study"
 LOG_0512 = read_archive(RUN_0512, {"26b-a4b-r0.8.server.log"})["26b-a4b-r0.8.server.log"].decode(errors="replace")
 
 # sglang 0.5.17: model_runner.load_model, pool_configurator, memory_pool._finalize_allocation_log,

@@ -8,7 +8,7 @@ kernels (0.5.17: sglang/kernels/ops; RoPE per rotary width, the KV-cache store p
 the activation, the overlap scheduler's position clamp) and, through sgl_kernel's rmsnorm,
 FlashInfer's norm module. A server meets them one after another during its first CUDA-graph capture: on an H100 with
 empty caches they took ~95 of a 26B-A4B start's 205 s
-(benchmark_results/2026-11-22-h100-26b-a4b-g5723c55349-coldstart/). Each is one nvcc process, so
+(benchmark_results/sglang-0.5.12/2026-11-22-h100-26b-a4b-g5723c55349-coldstart/). Each is one nvcc process, so
 built side by side they cost about the longest one. They land in the caches the server reads
 (TVM_FFI_CACHE_DIR, FLASHINFER_WORKSPACE_BASE, or their defaults under the home directory); where
 they are already there, each worker only loads its module. Needs the GPU and the Python environment

@@ -22,7 +22,7 @@ PRESETS = {
     "e4b": Preset(0.85),
     # sglang's own option: the experts' down GEMM adds each token's top-k outputs into the layer output
     # (bf16 atomics) instead of a separate sum kernel. One H100, same call: decode at 32 running x1.19,
-    # batch 1 unchanged (benchmark_results/2026-11-23-h100-26b-a4b-gdd00e9604a-coldstart-dual-stream-fused-sum);
+    # batch 1 unchanged (benchmark_results/sglang-0.5.12/2026-11-23-h100-26b-a4b-gdd00e9604a-coldstart-dual-stream-fused-sum);
     # parity vs transformers kept (2026-11-23-h100-all-gf4025de4e2-parity-ab-fused-rope).
     "26b-a4b": Preset(0.85, ("--enable-fused-moe-sum-all-reduce",)),
     "31b": Preset(0.88),  # 62.5 GB of weights: leave the KV pool room on 80 GB
@@ -50,7 +50,7 @@ DECODE_GRAPHS = ("--cuda-graph-max-bs-decode", "64")  # what serving captures
 # The KV cache in FP8 (e4m3): twice the tokens of bf16 in the same pool (launch_gemma4 --kv-fp8; the long
 # experiment's fp8 setups). Unscaled (Gemma-4's checkpoints carry no KV scales); patch 0179 lets the Triton
 # kernels read it, whose compile failed on an H100 without it
-# (benchmark_results/2026-11-27-h100-e2b-26b-a4b-g96694484f3-route-fuzz-long-context-gqa-pack).
+# (benchmark_results/sglang-0.5.17/2026-11-27-h100-e2b-26b-a4b-g96694484f3-route-fuzz-long-context-gqa-pack).
 KV_FP8 = ("--kv-cache-dtype", "fp8_e4m3")
 # The Gemma-4 assistant draft (FROZEN_KV_MTP): 3 steps, 4 draft tokens, top-k 1 (26b-a4b and 31b).
 MTP_STEPS, MTP_DRAFT_TOKENS = 3, 4
