@@ -30,10 +30,26 @@ from sglang_gemma4.gpu.stages.steps import Step
 from sglang_gemma4.gpu.stages.table import STAGES, Expanded, expand, refuse_old_knobs
 
 # The harness modules that start servers (or bench_one_batch) and print their command lines on --dry-run.
-DRY_RUNS = {f"sglang_gemma4.gpu.{m}" for m in (
-    "checks.smoke", "checks.parity", "checks.bad_input", "checks.repro", "checks.mtp_greedy", "checks.access_check",
-    "checks.openai_suite", "checks.fuzz", "checks.sampling_fuzz", "studies.bench", "studies.step_trace",
-    "studies.profile", "studies.memory", "studies.spec_step", "studies.prefill_profile")}
+DRY_RUNS = {
+    f"sglang_gemma4.gpu.{m}"
+    for m in (
+        "checks.smoke",
+        "checks.parity",
+        "checks.bad_input",
+        "checks.repro",
+        "checks.mtp_greedy",
+        "checks.access_check",
+        "checks.openai_suite",
+        "checks.fuzz",
+        "checks.sampling_fuzz",
+        "studies.bench",
+        "studies.step_trace",
+        "studies.profile",
+        "studies.memory",
+        "studies.spec_step",
+        "studies.prefill_profile",
+    )
+}
 STOP_WAIT_S = 90  # for a stopped step to stop its server (Server.stop waits up to 60 s)
 
 
@@ -75,8 +91,14 @@ def launch(step: Step, own_session: bool = False) -> subprocess.Popen:
         step.report.parent.mkdir(parents=True, exist_ok=True)
     output = open(step.report, "w") if step.report else None
     try:
-        return subprocess.Popen(command(step), env={**os.environ, **step.env}, cwd=REPO, stdout=output,
-                                stderr=subprocess.STDOUT if output else None, start_new_session=own_session)
+        return subprocess.Popen(
+            command(step),
+            env={**os.environ, **step.env},
+            cwd=REPO,
+            stdout=output,
+            stderr=subprocess.STDOUT if output else None,
+            start_new_session=own_session,
+        )
     finally:
         if output:
             output.close()
@@ -106,32 +128,62 @@ def run(step: Step, deadline: float) -> bool | None:
             stop(beside, group=True)
     if step.report:
         lines = step.report.read_text(errors="replace").splitlines(keepends=True)
-        print("".join(lines[-step.shown_lines:] if step.shown_lines else lines), end="", flush=True)
+        print(
+            "".join(lines[-step.shown_lines :] if step.shown_lines else lines), end="", flush=True
+        )
     if timed_out:
-        print(f"run: stopped at the stage's time limit: {shlex.join(command(step))}", file=sys.stderr, flush=True)
+        print(
+            f"run: stopped at the stage's time limit: {shlex.join(command(step))}",
+            file=sys.stderr,
+            flush=True,
+        )
         return None
     if process.returncode and not step.may_fail:
-        print(f"run: failed ({process.returncode}): {shlex.join(command(step))}", file=sys.stderr, flush=True)
+        print(
+            f"run: failed ({process.returncode}): {shlex.join(command(step))}",
+            file=sys.stderr,
+            flush=True,
+        )
     return process.returncode == 0 or step.may_fail
 
 
 def pack(results: Path) -> None:
     """OUT/results.tgz, the results so far (the device tool returns few files)."""
-    subprocess.run(["tar", "-czf", str(results.parent / "results.tgz"), "-C", str(results.parent), results.name])
+    subprocess.run(
+        [
+            "tar",
+            "-czf",
+            str(results.parent / "results.tgz"),
+            "-C",
+            str(results.parent),
+            results.name,
+        ]
+    )
 
 
 def set_up_host(results: Path) -> None:
     """What the host is, then the bundle installed (scripts/gpu/setup.sh); a failed install ends the run."""
     results.mkdir(parents=True, exist_ok=True)
-    freeze = subprocess.run(["python3", "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True)
+    freeze = subprocess.run(
+        ["python3", "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True
+    )
     (results / "host-pip-freeze.txt").write_text(freeze.stdout)
-    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-                         capture_output=True, text=True, check=True).stdout
+    gpu = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     (results / "gpu.txt").write_text(gpu)
     print(gpu, end="", flush=True)
     with open(results / "setup.log", "w") as log:
-        setup = subprocess.Popen(["bash", "scripts/gpu/setup.sh", "dist/bundle"], cwd=REPO, text=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        setup = subprocess.Popen(
+            ["bash", "scripts/gpu/setup.sh", "dist/bundle"],
+            cwd=REPO,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
         for line in setup.stdout:
             print(line, end="", flush=True)
             log.write(line)
@@ -150,30 +202,50 @@ def run_stage(stage: Expanded, record: Path) -> bool:
                 break
     finally:  # also when the runner is stopped: what this stage got to
         ok = len(outcomes) == len(stage.steps) and all(outcomes)
-        entry = {"stage": stage.word, "ok": ok, "steps": len(stage.steps), "steps_done": len(outcomes),
-                 "timed_out": None in outcomes, "seconds": round(time.monotonic() - started)}
+        entry = {
+            "stage": stage.word,
+            "ok": ok,
+            "steps": len(stage.steps),
+            "steps_done": len(outcomes),
+            "timed_out": None in outcomes,
+            "seconds": round(time.monotonic() - started),
+        }
         with open(record, "a") as f:
             f.write(json.dumps(entry) + "\n")
     return ok
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("stages", nargs="*", metavar="STAGE[:CHOICE,...][:KEY=VALUE]...")
     p.add_argument("--out", type=Path, default=Path("gpu-results"))
-    p.add_argument("--dry-run", action="store_true", help="print the commands (and the servers they start)")
-    p.add_argument("--host-setup", action="store_true", help="the GPU host's run: host files, the bundle installed, "
-                   "results under OUT/results packed into OUT/results.tgz")
-    p.add_argument("--list", action="store_true", help="the stages, what each runs and its arguments")
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the commands (and the servers they start)"
+    )
+    p.add_argument(
+        "--host-setup",
+        action="store_true",
+        help="the GPU host's run: host files, the bundle installed, "
+        "results under OUT/results packed into OUT/results.tgz",
+    )
+    p.add_argument(
+        "--list", action="store_true", help="the stages, what each runs and its arguments"
+    )
     return p
 
 
 def listing() -> str:
     rows = []
     for name, stage in STAGES.items():
-        args = " ".join(f"{k}={shlex.quote(a.default) if a.default else ''}" for k, a in stage.args.items())
-        rows.append(f"{name:<22}{'gate' if stage.gate else 'experiment'}, {stage.timeout_s} s"
-                    f"{'; ' + args if args else ''}\n{'':<22}{stage.what}")
+        args = " ".join(
+            f"{k}={shlex.quote(a.default) if a.default else ''}" for k, a in stage.args.items()
+        )
+        rows.append(
+            f"{name:<22}{'gate' if stage.gate else 'experiment'}, {stage.timeout_s} s"
+            f"{'; ' + args if args else ''}\n{'':<22}{stage.what}"
+        )
     return "\n".join(rows)
 
 
@@ -185,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     refuse_old_knobs()
     out = args.out.resolve()
     results = out / "results" if args.host_setup and not args.dry_run else out
-    stages = [expand(word, results) for word in args.stages]  # every word checked before anything runs
+    stages = [
+        expand(word, results) for word in args.stages
+    ]  # every word checked before anything runs
     if args.dry_run:
         return 0 if all([dry_run(step) for stage in stages for step in stage.steps]) else 1
 

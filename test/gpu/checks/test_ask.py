@@ -69,8 +69,14 @@ def test_ask_sends_one_greedy_request(url, monkeypatch, capsys):
 
 def test_posts_bytes_as_they_are_and_objects_as_json(url):
     # Bytes carry what json.dumps would refuse to write as sent (e.g. NaN); the stand-in parses both.
-    assert http_json("POST", f"{url}/generate", b'{"sampling_params": {"max_new_tokens": 2}}') == (200, '{"text": " w0 w0"}')
-    assert http_json("POST", f"{url}/generate", {"sampling_params": {"max_new_tokens": 1}}) == (200, '{"text": " w0"}')
+    assert http_json("POST", f"{url}/generate", b'{"sampling_params": {"max_new_tokens": 2}}') == (
+        200,
+        '{"text": " w0 w0"}',
+    )
+    assert http_json("POST", f"{url}/generate", {"sampling_params": {"max_new_tokens": 1}}) == (
+        200,
+        '{"text": " w0"}',
+    )
 
 
 def test_server_refuses_a_port_another_process_serves(url, tmp_path, monkeypatch):
@@ -79,7 +85,9 @@ def test_server_refuses_a_port_another_process_serves(url, tmp_path, monkeypatch
     port = int(url.rsplit(":", 1)[1])
     server = Server("e2b", "patched", tmp_path / "server.log", port=port)
     started = time.monotonic()
-    with pytest.raises(RuntimeError, match=f"port {port} is still served by another process 1 s on"):
+    with pytest.raises(
+        RuntimeError, match=f"port {port} is still served by another process 1 s on"
+    ):
         server.start(timeout=5)
     assert time.monotonic() - started >= 1  # it waited for the port first
     assert server.process is None and not (tmp_path / "server.log").exists()
@@ -133,10 +141,19 @@ def test_sigterm_to_the_harness_stops_its_server(tmp_path, ready):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     pid_file = tmp_path / "pid"
-    env = {**os.environ, "SGLANG_GEMMA4_PREFIX": str(tmp_path), "FAKE_PID": str(pid_file),
-           "FAKE_READY": "1" if ready else "0", "FAKE_PYTHON": sys.executable}
-    harness = subprocess.Popen([sys.executable, "-c", HARNESS, str(launch), str(tmp_path / "server.log"), str(port)],
-                               env=env, stdout=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "SGLANG_GEMMA4_PREFIX": str(tmp_path),
+        "FAKE_PID": str(pid_file),
+        "FAKE_READY": "1" if ready else "0",
+        "FAKE_PYTHON": sys.executable,
+    }
+    harness = subprocess.Popen(
+        [sys.executable, "-c", HARNESS, str(launch), str(tmp_path / "server.log"), str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     if ready:
         assert harness.stdout.readline().strip() == "ready"
         # the server log's first line says which build, switches and port it is the log of

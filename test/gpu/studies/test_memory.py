@@ -11,10 +11,20 @@ max_total_num_tokens=21504
 
 
 def test_reads_weights_pool_and_settled_memory_arguments():
-    assert parse_log(LOG) == {"weight_gb": 61.72, "max_total_num_tokens": 21504, "full_layer_tokens": 21504,
-                              "swa_layer_tokens": 17203, "chunked_prefill_size": 4096, "mem_fraction_static": 0.88}
+    assert parse_log(LOG) == {
+        "weight_gb": 61.72,
+        "max_total_num_tokens": 21504,
+        "full_layer_tokens": 21504,
+        "swa_layer_tokens": 17203,
+        "chunked_prefill_size": 4096,
+        "mem_fraction_static": 0.88,
+    }
 
 
 def test_a_run_that_died_before_the_pool_reads_none():
     found = parse_log(LOG.split("[2026-11-22 10:00:10]")[0])
-    assert found["weight_gb"] == 61.72 and found["max_total_num_tokens"] is None and found["swa_layer_tokens"] is None
+    assert (
+        found["weight_gb"] == 61.72
+        and found["max_total_num_tokens"] is None
+        and found["swa_layer_tokens"] is None
+    )

@@ -67,14 +67,14 @@ def draft_knows(vocab_size: int, fraction: float, seed: int):
     import torch
 
     knows = torch.rand(vocab_size, generator=torch.Generator().manual_seed(seed)) < fraction
-    knows[ordinary_ids(vocab_size):] = False
+    knows[ordinary_ids(vocab_size) :] = False
     return knows
 
 
 def expected_accept_length(fraction: float, steps: int = MTP_STEPS) -> float:
     """Tokens a verify step emits on average when each draft is right with probability `fraction`: the bonus
     token, then the drafts up to the first wrong one."""
-    return sum(fraction ** k for k in range(steps + 1))
+    return sum(fraction**k for k in range(steps + 1))
 
 
 def permuted_head(embedding, succ):
@@ -93,9 +93,13 @@ def make_draft_agree_(draft, target_embedding, succ, knows) -> None:
 
     backbone = target_embedding.shape[1]
     with torch.no_grad():
-        project = draft.pre_projection.weight  # (hidden, 2 x backbone): [token embedding | recurrent state]
+        project = (
+            draft.pre_projection.weight
+        )  # (hidden, 2 x backbone): [token embedding | recurrent state]
         project[:, backbone:] = 0
-        project[:, :backbone] *= math.sqrt(2)  # fan-in of the token half only: O(1) activations as before
+        project[:, :backbone] *= math.sqrt(
+            2
+        )  # fan-in of the token half only: O(1) activations as before
         head = draft.model.embed_tokens.weight  # tied to lm_head
         row_norm = head.norm(dim=1).mean()
         for tokens in torch.nonzero(knows).squeeze(1).split(16384):
@@ -121,7 +125,9 @@ def write_target(variant: str, out: Path, succ, seed: int, device: str):
 
     write_checkpoint(variant, out, layers=LAYERS, weights="random", seed=seed, device=device)
     embedding = read_tensor(out, "model.embed_tokens.weight")
-    save_file({"lm_head.weight": permuted_head(embedding, succ).contiguous()}, out / "lm_head.safetensors")
+    save_file(
+        {"lm_head.weight": permuted_head(embedding, succ).contiguous()}, out / "lm_head.safetensors"
+    )
     index = out / "model.safetensors.index.json"
     if index.exists():  # sglang loads only the shards an index names
         data = json.loads(index.read_text())
@@ -132,23 +138,34 @@ def write_target(variant: str, out: Path, succ, seed: int, device: str):
     return embedding
 
 
-def write_draft(variant: str, out: Path, target_embedding, succ, knows, seed: int, device: str) -> None:
+def write_draft(
+    variant: str, out: Path, target_embedding, succ, knows, seed: int, device: str
+) -> None:
     """The assistant draft (make_draft_agree_) with checkpoint.py's config and tokenizer."""
     import torch
-    from transformers.models.gemma4_assistant.configuration_gemma4_assistant import Gemma4AssistantConfig
-    from transformers.models.gemma4_assistant.modeling_gemma4_assistant import Gemma4AssistantForCausalLM
+    from transformers.models.gemma4_assistant.configuration_gemma4_assistant import (
+        Gemma4AssistantConfig,
+    )
+    from transformers.models.gemma4_assistant.modeling_gemma4_assistant import (
+        Gemma4AssistantForCausalLM,
+    )
 
     from sglang_gemma4.gpu.serve.checkpoint import init_random_
 
     text = assistant_text_config(variant)
-    config = Gemma4AssistantConfig(text_config={**text, **token_ids(text["vocab_size"])},
-                                   backbone_hidden_size=target_embedding.shape[1], use_ordered_embeddings=False)
+    config = Gemma4AssistantConfig(
+        text_config={**text, **token_ids(text["vocab_size"])},
+        backbone_hidden_size=target_embedding.shape[1],
+        use_ordered_embeddings=False,
+    )
     with torch.device(device):
         draft = Gemma4AssistantForCausalLM(config).to(torch.float32)
     init_random_(draft, seed)
     make_draft_agree_(draft, target_embedding.to(device), succ.to(device), knows.to(device))
     draft.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
-    write_checkpoint(variant, out, arch="assistant")  # after: its config.json replaces save_pretrained's
+    write_checkpoint(
+        variant, out, arch="assistant"
+    )  # after: its config.json replaces save_pretrained's
 
 
 def prompts(vocab_size: int, seed: int) -> list[list[int]]:
@@ -157,20 +174,32 @@ def prompts(vocab_size: int, seed: int) -> list[list[int]]:
     g = torch.Generator().manual_seed(seed)
     bos = token_ids(vocab_size)["bos_token_id"]
     lengths = [PROMPT_LENGTHS[i % len(PROMPT_LENGTHS)] for i in range(REQUESTS)]
-    return [[bos] + torch.randint(0, ordinary_ids(vocab_size), (n - 1,), generator=g).tolist() for n in lengths]
+    return [
+        [bos] + torch.randint(0, ordinary_ids(vocab_size), (n - 1,), generator=g).tolist()
+        for n in lengths
+    ]
 
 
 def generate(server: Server, batch: list[list[int]]) -> list[list[int]]:
-    status, body = http_json("POST", f"{server.url}/generate", {
-        "input_ids": batch,
-        "sampling_params": [{"max_new_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True} for _ in batch]},
-        timeout=600)
+    status, body = http_json(
+        "POST",
+        f"{server.url}/generate",
+        {
+            "input_ids": batch,
+            "sampling_params": [
+                {"max_new_tokens": NEW_TOKENS, "temperature": 0, "ignore_eos": True} for _ in batch
+            ],
+        },
+        timeout=600,
+    )
     if status != 200:
         raise RuntimeError(f"/generate answered {status}: {body[:500]}")
     return [answer["output_ids"] for answer in json.loads(body)]
 
 
-def first_divergence(reference: list[list[int]], candidate: list[list[int]]) -> tuple[int, int] | None:
+def first_divergence(
+    reference: list[list[int]], candidate: list[list[int]]
+) -> tuple[int, int] | None:
     """(request, position) of the first token that differs, a missing or extra token included; None if equal."""
     for request, (want, got) in enumerate(zip(reference, candidate, strict=True)):
         for position in range(max(len(want), len(got))):
@@ -193,8 +222,12 @@ def predicted_accept_length(outputs: list[list[int]], succ, knows, steps: int = 
         position = 0  # the bonus token the next step drafts from
         while position < len(out) - 1:
             accepted = 0
-            while (accepted < steps and position + accepted + 1 < len(out) and bool(knows[out[position + accepted]])
-                   and int(succ[out[position + accepted]]) == out[position + accepted + 1]):
+            while (
+                accepted < steps
+                and position + accepted + 1 < len(out)
+                and bool(knows[out[position + accepted]])
+                and int(succ[out[position + accepted]]) == out[position + accepted + 1]
+            ):
                 accepted += 1
             step = min(accepted + 1, len(out) - 1 - position)
             emitted, verifies, position = emitted + step, verifies + 1, position + step
@@ -205,42 +238,77 @@ def served_stats(log: str) -> dict:
     """What the server's log says of the run: the median accept length of its decode lines (MTP only), the
     SWA pool's peak usage and the requests retracted because the pool ran out."""
     stats = summary(parse(log))
-    return {"accept_len": stats.get("median_accept_len"), "peak_swa_token_usage": stats["peak_swa_token_usage"],
-            "retracted_reqs": stats["retracted_reqs"]}
+    return {
+        "accept_len": stats.get("median_accept_len"),
+        "peak_swa_token_usage": stats["peak_swa_token_usage"],
+        "retracted_reqs": stats["retracted_reqs"],
+    }
 
 
 def verdict(row: dict) -> bool:
     low, high = ACCEPT_RANGE
-    return (row.get("error") is None and row["divergence"] is None and row["tokens_compared"] > 0
-            and row["accept_len"] is not None and low <= row["accept_len"] <= high)
+    return (
+        row.get("error") is None
+        and row["divergence"] is None
+        and row["tokens_compared"] > 0
+        and row["accept_len"] is not None
+        and low <= row["accept_len"] <= high
+    )
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| variant | requests | tokens compared | first divergence (request, position) | accept length (log; "
-             "predicted) | SWA pool peak (off; on) | retracted (off; on) | pass |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| variant | requests | tokens compared | first divergence (request, position) | accept length (log; "
+        "predicted) | SWA pool peak (off; on) | retracted (off; on) | pass |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         if r.get("error"):
             lines.append(f"| {r['variant']} | - | - | error: {r['error'][:200]} | - | - | - | NO |")
             continue
-        where = "none" if r["divergence"] is None else f"({r['divergence'][0]}, {r['divergence'][1]})"
-        lines.append(f"| {r['variant']} | {r['requests']} | {r['tokens_compared']} | {where} | "
-                     f"{r['accept_len']}; {r['predicted_accept_len']:.2f} | {r['peak_swa_token_usage_off']:.2f}; "
-                     f"{r['peak_swa_token_usage']:.2f} | {r['retracted_reqs_off']:g}; {r['retracted_reqs']:g} | "
-                     f"{'yes' if verdict(r) else 'NO'} |")
+        where = (
+            "none" if r["divergence"] is None else f"({r['divergence'][0]}, {r['divergence'][1]})"
+        )
+        lines.append(
+            f"| {r['variant']} | {r['requests']} | {r['tokens_compared']} | {where} | "
+            f"{r['accept_len']}; {r['predicted_accept_len']:.2f} | {r['peak_swa_token_usage_off']:.2f}; "
+            f"{r['peak_swa_token_usage']:.2f} | {r['retracted_reqs_off']:g}; {r['retracted_reqs']:g} | "
+            f"{'yes' if verdict(r) else 'NO'} |"
+        )
     low, high = ACCEPT_RANGE
     return "\n".join(lines) + (
         f"\n\nPASS: every token of greedy decoding with MTP equals greedy decoding without it, and the accept length "
         f"the server logged is in [{low}, {high}] of {MTP_STEPS + 1} (the draft agrees with the target on "
-        f"{DRAFT_AGREEMENT:.0%} of the tokens: expected {expected_accept_length(DRAFT_AGREEMENT):.2f}).\n")
+        f"{DRAFT_AGREEMENT:.0%} of the tokens: expected {expected_accept_length(DRAFT_AGREEMENT):.2f}).\n"
+    )
 
 
-def servers(variant: str, target: Path, draft: Path, out: Path, env: dict | None = None) -> tuple[Server, Server]:
+def servers(
+    variant: str, target: Path, draft: Path, out: Path, env: dict | None = None
+) -> tuple[Server, Server]:
     """The patched build serving the target greedy without MTP, then with the draft (both with `env`, e.g. an
     opt-in switch)."""
     flags, env = [*KV_FLAGS, *GRAPHS], env or {}
-    return (Server(variant, "patched", out / f"{variant}-mtp-off.log", model=str(target), extra=flags, env=env),
-            Server(variant, "patched", out / f"{variant}-mtp-on.log", model=str(target), mtp=True, draft=str(draft),
-                   extra=flags, env=env))
+    return (
+        Server(
+            variant,
+            "patched",
+            out / f"{variant}-mtp-off.log",
+            model=str(target),
+            extra=flags,
+            env=env,
+        ),
+        Server(
+            variant,
+            "patched",
+            out / f"{variant}-mtp-on.log",
+            model=str(target),
+            mtp=True,
+            draft=str(draft),
+            extra=flags,
+            env=env,
+        ),
+    )
 
 
 def build(variant: str, checkpoints: Path, seed: int):
@@ -268,26 +336,49 @@ def check(variant: str, checkpoints: Path, out: Path, seed: int, env: dict) -> d
             try:
                 outputs.append(generate(server, batch))
             except Exception as e:
-                raise RuntimeError(f"{server.log_path.name}: {e} ({server.death() or 'the server still runs'})") from e
+                raise RuntimeError(
+                    f"{server.log_path.name}: {e} ({server.death() or 'the server still runs'})"
+                ) from e
             if died := server.death_once_idle():
                 raise RuntimeError(f"{server.log_path.name}: the server died once idle: {died}")
         stats.append(served_stats(server.log_path.read_text(errors="replace")))
     (off, on), (off_stats, on_stats) = outputs, stats
-    return {"variant": variant, "requests": len(batch), "tokens_compared": sum(map(len, off)),
-            "divergence": first_divergence(off, on), "target_follows_successor": round(follows(off, succ), 4),
-            "predicted_accept_len": predicted_accept_length(off, succ, knows), **on_stats,
-            "peak_swa_token_usage_off": off_stats["peak_swa_token_usage"], "retracted_reqs_off": off_stats["retracted_reqs"]}
+    return {
+        "variant": variant,
+        "requests": len(batch),
+        "tokens_compared": sum(map(len, off)),
+        "divergence": first_divergence(off, on),
+        "target_follows_successor": round(follows(off, succ), 4),
+        "predicted_accept_len": predicted_accept_length(off, succ, knows),
+        **on_stats,
+        "peak_swa_token_usage_off": off_stats["peak_swa_token_usage"],
+        "retracted_reqs_off": off_stats["retracted_reqs"],
+    }
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--out", required=True)
-    p.add_argument("--variants", nargs="+", default=list(SIMULATED_ACCEPT_LEN), choices=list(SIMULATED_ACCEPT_LEN))
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        default=list(SIMULATED_ACCEPT_LEN),
+        choices=list(SIMULATED_ACCEPT_LEN),
+    )
     p.add_argument("--checkpoints", default="checkpoints/mtp-greedy")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--env", nargs="*", default=[], metavar="KEY=VALUE",
-                   help="environment of both servers, e.g. an opt-in switch")
-    p.add_argument("--dry-run", action="store_true", help="print each server's command line instead of running")
+    p.add_argument(
+        "--env",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment of both servers, e.g. an opt-in switch",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print each server's command line instead of running"
+    )
     return p
 
 
@@ -296,8 +387,13 @@ def main() -> int:
     out, checkpoints = Path(args.out), Path(args.checkpoints)
     if args.dry_run:
         for variant in args.variants:
-            for server in servers(variant, checkpoints / variant, checkpoints / f"{variant}-assistant", out,
-                                  patched_env(args.env)):
+            for server in servers(
+                variant,
+                checkpoints / variant,
+                checkpoints / f"{variant}-assistant",
+                out,
+                patched_env(args.env),
+            ):
                 print(server.describe())
         return 0
     out.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,9 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def split_gaps(arrivals: list[list[float]], steady_from: float, start: float, end: float) -> tuple[list, list]:
+def split_gaps(
+    arrivals: list[list[float]], steady_from: float, start: float, end: float
+) -> tuple[list, list]:
     """Each stream's gaps between consecutive chunks (seconds), as (before, during): before, a gap that lies
     within [steady_from, start]; during, one that overlaps (start, end), the long prefill. A gap wholly after
     `end` is neither."""
@@ -50,22 +52,33 @@ def split_gaps(arrivals: list[list[float]], steady_from: float, start: float, en
 def gap_summary(before: list[float], during: list[float]) -> dict:
     """p50/p99 of the gaps before and during (ms), the longest gap during, and how many of each."""
     ms = lambda value: None if value is None else round(1000 * value, 3)  # noqa: E731
-    return {"itl_before_p50_ms": ms(percentile(before, 50)), "itl_before_p99_ms": ms(percentile(before, 99)),
-            "itl_during_p50_ms": ms(percentile(during, 50)), "itl_during_p99_ms": ms(percentile(during, 99)),
-            "longest_gap_during_ms": ms(max(during, default=None)),
-            "gaps_before": len(before), "gaps_during": len(during)}
+    return {
+        "itl_before_p50_ms": ms(percentile(before, 50)),
+        "itl_before_p99_ms": ms(percentile(before, 99)),
+        "itl_during_p50_ms": ms(percentile(during, 50)),
+        "itl_during_p99_ms": ms(percentile(during, 99)),
+        "longest_gap_during_ms": ms(max(during, default=None)),
+        "gaps_before": len(before),
+        "gaps_during": len(during),
+    }
 
 
 def chat_request(stream: int, prompt_len: int, output_len: int) -> dict:
     """A greedy streamed request of its own ids (no radix-cache hits between streams or with the long
     prompts, whose ids start higher)."""
-    return {"input_ids": [100 + (stream * 13 + i) % 4000 for i in range(prompt_len)], "stream": True,
-            "sampling_params": {"max_new_tokens": output_len, "ignore_eos": True, "temperature": 0}}
+    return {
+        "input_ids": [100 + (stream * 13 + i) % 4000 for i in range(prompt_len)],
+        "stream": True,
+        "sampling_params": {"max_new_tokens": output_len, "ignore_eos": True, "temperature": 0},
+    }
 
 
 def long_request(index: int, prompt_len: int, output_len: int) -> dict:
-    return {"input_ids": [5000 + (index * 7919 + i * 31) % 3000 for i in range(prompt_len)], "stream": True,
-            "sampling_params": {"max_new_tokens": output_len, "ignore_eos": True, "temperature": 0}}
+    return {
+        "input_ids": [5000 + (index * 7919 + i * 31) % 3000 for i in range(prompt_len)],
+        "stream": True,
+        "sampling_params": {"max_new_tokens": output_len, "ignore_eos": True, "temperature": 0},
+    }
 
 
 async def stream(session, url: str, request: dict, arrivals: list[float]) -> str | None:
@@ -92,26 +105,50 @@ async def wait_for(condition, timeout: float, what: str) -> None:
         await asyncio.sleep(0.01)
 
 
-async def measure(url: str, streams: int, chat_len: int, chat_out: int, long_lens: list[int], long_out: int,
-                  before_s: float = BEFORE_S, steady_tokens: int = STEADY_TOKENS, timeout: float = 540) -> dict:
+async def measure(
+    url: str,
+    streams: int,
+    chat_len: int,
+    chat_out: int,
+    long_lens: list[int],
+    long_out: int,
+    before_s: float = BEFORE_S,
+    steady_tokens: int = STEADY_TOKENS,
+    timeout: float = 540,
+) -> dict:
     import aiohttp
 
     arrivals = [[] for _ in range(streams)]
     # read_bufsize: a chunk holds the text so far, one line that outgrows aiohttp's 64 KiB default
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout), read_bufsize=2**22) as session:
-        chats = [asyncio.create_task(stream(session, url, chat_request(i, chat_len, chat_out), arrivals[i]))
-                 for i in range(streams)]
+    async with aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(total=timeout), read_bufsize=2**22
+    ) as session:
+        chats = [
+            asyncio.create_task(
+                stream(session, url, chat_request(i, chat_len, chat_out), arrivals[i])
+            )
+            for i in range(streams)
+        ]
         try:
-            await wait_for(lambda: all(len(a) >= steady_tokens for a in arrivals) or any(c.done() for c in chats),
-                           timeout / 3, f"{steady_tokens} chunks of every stream")
+            await wait_for(
+                lambda: (
+                    all(len(a) >= steady_tokens for a in arrivals) or any(c.done() for c in chats)
+                ),
+                timeout / 3,
+                f"{steady_tokens} chunks of every stream",
+            )
             if early := [c.result() for c in chats if c.done()]:
                 raise RuntimeError(f"a stream ended before decoding steadily: {early[0]}")
             steady_from = time.monotonic()
             await asyncio.sleep(before_s)
             long_arrivals = [[] for _ in long_lens]
             start = time.monotonic()
-            errors = await asyncio.gather(*(stream(session, url, long_request(i, n, long_out), long_arrivals[i])
-                                            for i, n in enumerate(long_lens)))
+            errors = await asyncio.gather(
+                *(
+                    stream(session, url, long_request(i, n, long_out), long_arrivals[i])
+                    for i, n in enumerate(long_lens)
+                )
+            )
             ended_early = sum(c.done() for c in chats)
         finally:
             for chat in chats:
@@ -119,22 +156,33 @@ async def measure(url: str, streams: int, chat_len: int, chat_out: int, long_len
             await asyncio.gather(*chats, return_exceptions=True)
     # every chunk's arrival, seconds from the long prompts' sending (main() keeps them beside the record)
     since = lambda lists: [[round(t - start, 4) for t in times] for times in lists]  # noqa: E731
-    record = {"streams": streams, "chat_len": chat_len, "chat_out": chat_out, "long_lens": long_lens,
-              "long_out": long_out, "streams_ended_during": ended_early,
-              "arrivals": {"streams": since(arrivals), "long": since(long_arrivals)}}
+    record = {
+        "streams": streams,
+        "chat_len": chat_len,
+        "chat_out": chat_out,
+        "long_lens": long_lens,
+        "long_out": long_out,
+        "streams_ended_during": ended_early,
+        "arrivals": {"streams": since(arrivals), "long": since(long_arrivals)},
+    }
     if refused := next((e for e in errors if e), None):
         return {**record, "refused": refused}
     if not all(long_arrivals):
         return {**record, "refused": "a long prompt was answered without a token"}
     firsts = [times[0] for times in long_arrivals]
     before, during = split_gaps(arrivals, steady_from, start, max(firsts))
-    return {**record, **gap_summary(before, during),
-            "long_ttft_ms": round(1000 * (max(firsts) - start), 1),
-            "long_ttfts_ms": [round(1000 * (first - start), 1) for first in firsts]}
+    return {
+        **record,
+        **gap_summary(before, during),
+        "long_ttft_ms": round(1000 * (max(firsts) - start), 1),
+        "long_ttfts_ms": [round(1000 * (first - start), 1) for first in firsts],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--url", required=True)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--streams", type=int, default=8)
@@ -143,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--long", type=int, nargs="+", default=[131072], dest="long_lens")
     parser.add_argument("--long-out", type=int, default=16)
     args = parser.parse_args(argv)
-    record = asyncio.run(measure(args.url, args.streams, args.chat_len, args.chat_out, args.long_lens, args.long_out))
+    record = asyncio.run(
+        measure(args.url, args.streams, args.chat_len, args.chat_out, args.long_lens, args.long_out)
+    )
     args.out.with_suffix(".arrivals.json").write_text(json.dumps(record.pop("arrivals")))
     args.out.write_text(json.dumps(record) + "\n")
     print(json.dumps(record))
