@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 
 import pytest
+from patched_tree import TREE
+from sglang_server_args import parse_server_args
 
 from sglang_gemma4.gpu import run
 from sglang_gemma4.gpu.serve import presets
 from sglang_gemma4.gpu.stages import experiments, table
 from sglang_gemma4.gpu.stages.steps import Comparison, env_words
-from sglang_server_args import parse_server_args
-from patched_tree import TREE
 
 REPO = Path(__file__).resolve().parents[2]
 CHECK = REPO / "scripts" / "gpu" / "check.sh"
@@ -100,7 +100,7 @@ def test_check_sh_names_the_gates_and_hands_every_stage_to_the_runner():
 def test_every_server_parses_with_sglangs_own_arguments():
     servers = commands("sglang.launch_server")
     assert len(servers) > 60  # every stage's servers, not a few
-    for build, env, argv in servers:
+    for build, _, argv in servers:
         parsed = parse_server_args(argv[3:])
         assert parsed.attention_backend == "triton", argv  # the preset is under every server
         assert build in ("pristine", "patched")

@@ -77,8 +77,8 @@ def test_values_cover_every_json_type_the_boundaries_bad_unicode_and_huge_lists(
 def test_every_request_bounds_its_generation():
     for endpoint, payload in generated():
         params = payload.get("sampling_params", payload)
-        for params in params if isinstance(params, list) else [params]:
-            length = params.get("max_new_tokens" if endpoint == "/generate" else "max_tokens")
+        for one in params if isinstance(params, list) else [params]:
+            length = one.get("max_new_tokens" if endpoint == "/generate" else "max_tokens")
             assert length is not None
 
 

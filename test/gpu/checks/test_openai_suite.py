@@ -19,6 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "patches"))
 
 import patched_tree  # noqa: E402,F401  (the patched sglang first on sys.path)
+
 from sglang_gemma4.gpu.checks import openai_suite  # noqa: E402
 from sglang_gemma4.gpu.serve import presets  # noqa: E402
 
@@ -204,13 +205,14 @@ def server():
     from gemma4_config import server_args
     from request_pipeline import byte_level_tokenizer
 
+    from sglang_gemma4.gpu.serve.variants import write_config
+
     from sglang.srt.entrypoints import http_server
     from sglang.srt.entrypoints.openai.serving_chat import OpenAIServingChat
     from sglang.srt.entrypoints.openai.serving_completions import OpenAIServingCompletion
     from sglang.srt.managers.tokenizer_manager import TokenizerManager
     from sglang.srt.parser.template_manager import TemplateManager
     from sglang.srt.server_args import PortArgs
-    from sglang_gemma4.gpu.serve.variants import write_config
 
     model_dir = write_config(Path(tempfile.mkdtemp(prefix="sglang-openai-suite-")), "e2b", "causal")
     byte_level_tokenizer(model_dir)

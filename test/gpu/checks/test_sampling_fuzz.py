@@ -99,7 +99,7 @@ def test_hostile_values_reach_every_bound_and_combination():
 
 def test_every_request_bounds_its_generation():
     for batch in generated():
-        for _, endpoint, payload in batch:
+        for _, _, payload in batch:
             assert (
                 payload.get("max_tokens", payload.get("sampling_params", {}).get("max_new_tokens"))
                 == 8

@@ -7,9 +7,10 @@ import patched_tree  # noqa: F401  (the patched sglang first on sys.path, Triton
 import pytest
 import torch
 
-from sglang.kernels.ops.attention import extend_attention as ea
 from sglang_gemma4.gpu.kernels import bench_extend_attention_gqa_pack as bench
 from sglang_gemma4.gpu.stages.table import expand
+
+from sglang.kernels.ops.attention import extend_attention as ea
 
 
 def test_experiment_runs_the_bench_on_the_patched_build(tmp_path):

@@ -86,6 +86,7 @@ def test_tuning_runs_under_the_presets_server_arguments(variant, sums_in_down_ge
     """fused_experts reads the published server arguments: the 26B-A4B preset's down GEMM adds the
     top-k outputs itself (--enable-fused-moe-sum-all-reduce), which the tuner must time that way."""
     import patched_tree  # noqa: F401  (the patched sglang first on sys.path)
+
     from sglang.srt.runtime_context import get_exec, reset_context
 
     tune.publish_server_args(variant, "--device", "cpu")

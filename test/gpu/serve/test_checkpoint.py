@@ -5,8 +5,8 @@ random weights."""
 import json
 
 import pytest
-import transformers
 import torch
+import transformers
 
 from sglang_gemma4.gpu.serve.checkpoint import (
     CHAT_TEMPLATE,

@@ -5,15 +5,14 @@ names; a pristine build keeps upstream's open defaults). The harness's profiling
 servers with an admin key and call /start_profile with it."""
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import patched_tree
 import pytest
+from sglang_server_args import parse_server_args
 
 from sglang_gemma4.gpu.serve import access, launch, presets, server
 from sglang_gemma4.gpu.serve.server import Server
-from sglang_server_args import parse_server_args
 
 PATCHED_SGLANG = patched_tree.TREE / "python" / "sglang"
 

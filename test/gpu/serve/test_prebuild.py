@@ -148,7 +148,8 @@ def test_flashinfer_norm_is_built_only_where_sgl_kernel_would_run_it(monkeypatch
     for cute_kernels_present in (False, True):
         built = []
         norm = types.SimpleNamespace(
-            _USE_CUDA_NORM=not cute_kernels_present, get_norm_module=lambda: built.append(1)
+            _USE_CUDA_NORM=not cute_kernels_present,
+            get_norm_module=lambda built=built: built.append(1),
         )
         monkeypatch.setitem(sys.modules, "flashinfer", types.SimpleNamespace(norm=norm))
         monkeypatch.setitem(sys.modules, "flashinfer.norm", norm)

@@ -10,11 +10,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from sglang_server_args import parse_server_args
 
 from sglang_gemma4.gpu.serve import launch, presets, server
-from sglang_gemma4.gpu.studies import profile
 from sglang_gemma4.gpu.serve.server import Server
-from sglang_server_args import parse_server_args
+from sglang_gemma4.gpu.studies import profile
 
 REPO = Path(__file__).resolve().parents[3]
 EXTRA_SETS = [
@@ -88,9 +88,9 @@ def test_structured_output_and_the_parsers_are_on_by_default_and_each_can_be_tur
 
 def test_multimodal_loads_the_towers_only_when_asked(tmp_path):
     """Text-only by default (0013 skips the towers, media is refused); --multimodal turns them on."""
-    from sglang.srt.configs.model_config import ModelConfig
-
     from sglang_gemma4.gpu.serve.variants import write_config
+
+    from sglang.srt.configs.model_config import ModelConfig
 
     model = write_config(tmp_path, "e4b", "conditional")
     for multimodal in (False, True):

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from sglang_gemma4.gpu.serve.pool_usage import pool_sizes
+from sglang_gemma4.gpu.serve.server import Server, patched_env
 from sglang_gemma4.gpu.studies import bench
 from sglang_gemma4.gpu.studies.bench import (
     WORKLOADS,
@@ -20,8 +22,6 @@ from sglang_gemma4.gpu.studies.bench import (
     summarize,
     write_summary,
 )
-from sglang_gemma4.gpu.serve.pool_usage import pool_sizes
-from sglang_gemma4.gpu.serve.server import Server, patched_env
 
 
 def record(setup, throughput, tpot, workload="chat"):

@@ -7,10 +7,10 @@ import json
 import pytest
 from aiohttp import web
 
-from sglang_gemma4.gpu.studies import beside, bench
-from sglang_gemma4.gpu.stages.table import expand
-from sglang_gemma4.gpu.studies.beside import gap_summary, measure, percentile, split_gaps
 from sglang_gemma4.gpu.serve.server import Server
+from sglang_gemma4.gpu.stages.table import expand
+from sglang_gemma4.gpu.studies import bench, beside
+from sglang_gemma4.gpu.studies.beside import gap_summary, measure, percentile, split_gaps
 
 
 def test_percentile_interpolates_between_ranks():

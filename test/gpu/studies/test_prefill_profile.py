@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from sglang_gemma4.gpu.studies import prefill_profile
 from sglang_gemma4.gpu.stages.table import expand
+from sglang_gemma4.gpu.studies import prefill_profile
 from sglang_gemma4.gpu.studies.prefill_profile import chunk_rows, largest_idle, report, table
 
 LAYERS = ["sliding_attention", "sliding_attention", "full_attention"]
@@ -154,4 +154,4 @@ def test_the_experiment_profiles_each_build_in_its_own_step(tmp_path):
         for s in steps
     )
     with pytest.raises(SystemExit, match="unknown build unified"):
-        expand("prefill-profile:unified", tmp_path).steps
+        expand("prefill-profile:unified", tmp_path)

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from sglang_gemma4.gpu.serve.variants import text_config
 from sglang_gemma4.gpu.studies import profile
 from sglang_gemma4.gpu.studies.profile import (
     active_bytes,
@@ -17,7 +18,6 @@ from sglang_gemma4.gpu.studies.profile import (
     weight_bytes,
     write_report,
 )
-from sglang_gemma4.gpu.serve.variants import text_config
 
 
 def write_text_config(directory, variant):

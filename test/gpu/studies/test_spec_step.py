@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from sglang_gemma4.gpu.serve.variants import text_config
 from sglang_gemma4.gpu.studies import spec_step
 from sglang_gemma4.gpu.studies.spec_step import (
     Stream,
@@ -24,7 +25,6 @@ from sglang_gemma4.gpu.studies.spec_step import (
     summarize,
     wait_drained,
 )
-from sglang_gemma4.gpu.serve.variants import text_config
 
 
 def launch(ts, correlation):

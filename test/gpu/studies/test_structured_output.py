@@ -6,8 +6,8 @@ decoding to its full length."""
 import json
 from pathlib import Path
 
-from sglang_gemma4.gpu.studies import bench
 from sglang_gemma4.gpu.stages.table import expand
+from sglang_gemma4.gpu.studies import bench
 
 
 def value(words: list[str], flag: str) -> str:

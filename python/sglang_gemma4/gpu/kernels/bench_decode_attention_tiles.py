@@ -19,15 +19,15 @@ from pathlib import Path
 
 import torch
 
-from sglang.kernels.ops.attention import decode_attention as da
-from sglang.kernels.ops.attention.metadata import get_num_kv_splits_triton
-
 from sglang_gemma4.gpu.kernels.kernel_grid import (
     add_jobs_argument,
     compile_ahead,
     fastest_match,
     measure_all,
 )
+
+from sglang.kernels.ops.attention import decode_attention as da
+from sglang.kernels.ops.attention.metadata import get_num_kv_splits_triton
 
 HEADS, WINDOW = 16, 1024
 LAYERS = {"sliding": (8, 256), "full": (2, 512)}  # kv heads, head dim
@@ -39,7 +39,10 @@ def step_inputs(batch: int, context: int, layer: str, max_splits: int) -> dict:
     kv_heads, dim = LAYERS[layer]
     tokens = min(context, WINDOW) if layer == "sliding" else context
     g = torch.Generator(device="cuda").manual_seed(batch * 7 + context)
-    randn = lambda *shape: torch.randn(*shape, generator=g, device="cuda", dtype=torch.bfloat16)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g, device="cuda", dtype=torch.bfloat16)
+
     seq_lens = torch.full((batch,), tokens, device="cuda", dtype=torch.int32)
     num_kv_splits = torch.empty(batch, device="cuda", dtype=torch.int32)
     get_num_kv_splits_triton[(1,)](
@@ -149,7 +152,9 @@ def main() -> int:
                             "setting": list(setting),
                             "shipped": setting == SHIPPED,
                         },
-                        lambda setting=setting: decode_step(inputs[setting[3]], *setting[:3]),
+                        lambda setting=setting, inputs=inputs: decode_step(
+                            inputs[setting[3]], *setting[:3]
+                        ),
                     )
                     for setting in GRID
                 ),

@@ -47,7 +47,10 @@ def inputs(
     """One request: `prefix` cached tokens at shuffled pool slots, then `chunk` new ones."""
     q_heads, kv_heads = MODELS[model]
     g = torch.Generator().manual_seed(seed)
-    randn = lambda *shape: torch.randn(*shape, generator=g).to(dtype).to(device)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g).to(dtype).to(device)
+
     rows = prefix + chunk
     k_buffer, v_buffer = randn(rows, kv_heads, HEAD_DIM), randn(rows, kv_heads, HEAD_DIM)
     slots = torch.randperm(rows, generator=g).to(device)
@@ -163,7 +166,7 @@ def measure_case(
         )
         out = torch.empty_like(data["q"])
         try:
-            ms = timer(lambda: packed_kernel(data, out, tile), repeats)
+            ms = timer(lambda out=out, tile=tile: packed_kernel(data, out, tile), repeats)
         except (
             Exception
         ) as e:  # e.g. a tile over the GPU's shared memory or registers: recorded, not fatal

@@ -21,14 +21,14 @@ from pathlib import Path
 
 import torch
 
-from sglang.kernels.ops.attention import extend_attention as ea
-
 from sglang_gemma4.gpu.kernels.kernel_grid import (
     add_jobs_argument,
     compile_ahead,
     fastest_match,
     measure_all,
 )
+
+from sglang.kernels.ops.attention import extend_attention as ea
 
 HEADS = 16
 LAYERS = {"sliding": (8, 256, 1024), "full": (2, 512, -1)}  # kv heads, head dim, window
@@ -45,7 +45,10 @@ GRID = list(itertools.product((16, 32, 64, 128), (32, 64, 128), (4, 8), (1, 2, 3
 
 def inputs(batch: int, new: int, prefix: int, kv_heads: int, dim: int, seed: int = 0) -> dict:
     g = torch.Generator(device="cuda").manual_seed(seed)
-    randn = lambda *shape: torch.randn(*shape, generator=g, device="cuda", dtype=torch.bfloat16)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g, device="cuda", dtype=torch.bfloat16)
+
     total_new = batch * new
     # The KV buffer holds each request's prefix then its new tokens, like the cache after the write.
     kv_buffer_k, kv_buffer_v = (
@@ -174,7 +177,7 @@ def main() -> int:
                             "tile": list(tile),
                             "shipped": shipped,
                         },
-                        lambda tile=tile: run(data, window, tile),
+                        lambda tile=tile, data=data, window=window: run(data, window, tile),
                     )
                     for shipped, tile in [(True, shipped_tile(dim))] + [(False, t) for t in GRID]
                 ),

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import torch
 
-from sglang.kernels.ops.layernorm.gemma4_fused_ops import gemma4_fused_routing
 from sglang_gemma4.gpu.kernels.cuda_timing import graph_replay_us
+
+from sglang.kernels.ops.layernorm.gemma4_fused_ops import gemma4_fused_routing
 
 CALLS_PER_GRAPH = 100
 
@@ -56,10 +57,12 @@ def main() -> int:
             "calls_per_graph": CALLS_PER_GRAPH,
             "repeats": args.repeats,
             "torch_us": graph_replay_us(
-                lambda: torch_routing(logits, scale, args.topk), args.repeats, CALLS_PER_GRAPH
+                lambda logits=logits: torch_routing(logits, scale, args.topk),
+                args.repeats,
+                CALLS_PER_GRAPH,
             ),
             "fused_us": graph_replay_us(
-                lambda: gemma4_fused_routing(logits, scale, args.topk),
+                lambda logits=logits: gemma4_fused_routing(logits, scale, args.topk),
                 args.repeats,
                 CALLS_PER_GRAPH,
             ),

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import torch
 
+from sglang_gemma4.gpu.kernels.cuda_timing import graph_replay_us
+
 from sglang.kernels.ops.attention import verify_grouped_attention as vg
 from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
-
-from sglang_gemma4.gpu.kernels.cuda_timing import graph_replay_us
 
 CHAIN = 4
 REPEATS = 20  # graph replays timed per kernel
@@ -36,7 +36,10 @@ def verify_inputs(batch: int, prefix: int, layer: str) -> dict:
     q_heads, kv_heads, dim, window = LAYERS[layer]
     listed = min(prefix, window) if window > 0 else prefix  # what the backend's KV indices hold
     g = torch.Generator(device="cuda").manual_seed(batch * 7 + prefix)
-    randn = lambda *shape: torch.randn(*shape, generator=g, device="cuda", dtype=torch.bfloat16)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g, device="cuda", dtype=torch.bfloat16)
+
     rows = batch * (listed + CHAIN)
     k_buffer, v_buffer = randn(rows, kv_heads, dim), randn(rows, kv_heads, dim)
     slots = torch.randperm(rows, generator=g, device="cuda").view(batch, listed + CHAIN)

@@ -29,8 +29,8 @@ import json
 import sys
 from pathlib import Path
 
-from sglang_gemma4.gpu.kernels.kernel_grid import add_jobs_argument, compile_ahead
 from sglang_gemma4.gpu.kernels.cuda_timing import graph_replay_us
+from sglang_gemma4.gpu.kernels.kernel_grid import add_jobs_argument, compile_ahead
 from sglang_gemma4.gpu.serve.presets import BACKENDS, model_flags, resolved_server_args
 from sglang_gemma4.gpu.serve.variants import text_config, write_config
 
@@ -211,8 +211,8 @@ class MoeProblem:
         import torch
         import triton.language as tl
 
-        from sglang.srt.layers.moe.moe_runner.triton_utils import moe_align_block_size
         from sglang.kernels.ops.moe.fused_moe_triton_kernels import invoke_fused_moe_kernel
+        from sglang.srt.layers.moe.moe_runner.triton_utils import moe_align_block_size
 
         x, (weights, ids, _) = self.tokens(batch)
         routed = (weights, ids, *moe_align_block_size(ids, block_m, self.experts))
@@ -339,16 +339,15 @@ def tune_per_gemm(problem: MoeProblem, configs: dict[str, dict], args, out: Path
     tuned, lines = {}, []
     for batch in args.batch_sizes:
         tuned[batch] = {}
-        block_m = current[batch]["gate_up"][
-            "BLOCK_SIZE_M"
-        ]  # the down GEMM's too (sglang asserts it)
+        # the gate_up GEMM's BLOCK_SIZE_M is the down GEMM's too (sglang asserts it)
+        block_m = current[batch]["gate_up"]["BLOCK_SIZE_M"]
         runs = problem.gemm_runs(batch, block_m)
         for gemm in GEMMS:
             shipped = graph_replay_us(runs[gemm](current[batch][gemm]), args.repeats)
             timings = time_configs(
                 runs[gemm],
                 configs,
-                lambda c: c["BLOCK_SIZE_M"] == block_m,
+                lambda c, block_m=block_m: c["BLOCK_SIZE_M"] == block_m,
                 args.repeats,
                 f"batch {batch} {gemm}",
             )
@@ -450,9 +449,9 @@ def main() -> int:
         run = problem.call(batch)
         shipped[batch] = graph_replay_us(run, args.repeats)
         timings[batch] = time_configs(
-            lambda config: functools.partial(run_overridden, config, run),
+            lambda config, run=run: functools.partial(run_overridden, config, run),
             configs,
-            lambda config: fits(config, batch),
+            lambda config, batch=batch: fits(config, batch),
             args.repeats,
             f"batch {batch}",
         )

@@ -36,7 +36,7 @@ def patched_defaults(sglang: Path | None) -> set[str]:
     if sglang is None:
         return set()
     texts = {}
-    for name, (path, marker) in PATCHED.items():
+    for path, _ in PATCHED.values():
         if path not in texts:
             file = sglang / path
             texts[path] = file.read_text(errors="replace") if file.is_file() else ""
@@ -62,7 +62,7 @@ def summary(server_argv: list[str], env: dict, sglang: Path | None) -> list[str]
     f, have = _flags(server_argv), patched_defaults(sglang)
     where = f"{f.host}:{f.port}"
     lines = [
-        f"API routes: need --api-key"
+        "API routes: need --api-key"
         if f.api_key
         else f"API routes: open to anyone who reaches {where} (no --api-key)"
     ]

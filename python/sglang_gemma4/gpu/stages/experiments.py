@@ -10,7 +10,6 @@ from sglang_gemma4.gpu import REPO
 from sglang_gemma4.gpu.serve import presets
 from sglang_gemma4.gpu.stages.steps import Comparison, Step, env_words, harness, named
 
-
 # The fused kernels' kill switches (0030: the PLE tail; 0040: the MoE norms).
 KERNELS_OFF = "SGLANG_OPT_USE_FUSED_GEMMA4_PLE_TAIL=0 SGLANG_OPT_USE_FUSED_GEMMA4_MOE_NORMS=0"
 TP2_SETUPS = {

@@ -28,9 +28,9 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sglang_gemma4.gpu import REPO
 from sglang_gemma4.gpu.serve import pool_usage
 from sglang_gemma4.gpu.serve.presets import full_acceptance_problem
-from sglang_gemma4.gpu import REPO
 from sglang_gemma4.gpu.serve.server import Server, in_build, patched_env
 
 # name: (input len, output len, prompts, max concurrency)

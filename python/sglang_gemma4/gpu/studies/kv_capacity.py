@@ -60,7 +60,7 @@ VLLM = {
     "graphs_gib": r"Graph capturing finished in [\d.]+ secs?, took (-?[\d.]+) GiB",
     "kv_tokens": rf"GPU KV cache size: {NUMBER} tokens",
     "context_len": rf"Maximum concurrency for {NUMBER} tokens per request",
-    "max_concurrency": rf"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x",
+    "max_concurrency": r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x",
     "gpu_memory_utilization": r"gpu[_-]memory[_-]utilization['\"]?\s*[=:]\s*([\d.]+)",
 }
 
@@ -146,7 +146,7 @@ def sglang_rows(found: dict, context: int, window: int) -> dict:
         "left for activations (GiB)": found["free_after_start_gib"],
         "gap: granted less held (GiB)": _diff(granted, held),
         f"{context}-token requests at once": at_once,
-        f"full-attention tokens they hold": None
+        "full-attention tokens they hold": None
         if at_once is None
         else min(full, at_once * context),
     }
@@ -166,7 +166,7 @@ def vllm_rows(found: dict, context: int, gpu_total_gib: float | None) -> dict:
             granted, found["weights_gib"], found["kv_total_gib"], found["graphs_gib"] or 0.0
         ),
         f"{context}-token requests at once": at_once,
-        f"full-attention tokens they hold": None if at_once is None else at_once * context,
+        "full-attention tokens they hold": None if at_once is None else at_once * context,
     }
 
 

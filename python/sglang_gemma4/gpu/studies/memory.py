@@ -19,10 +19,10 @@ import re
 import subprocess
 from pathlib import Path
 
+from sglang_gemma4.gpu import REPO
 from sglang_gemma4.gpu.serve import pool_usage
 from sglang_gemma4.gpu.serve.checkpoint import write_checkpoint
 from sglang_gemma4.gpu.serve.presets import BACKENDS, NO_GRAPHS
-from sglang_gemma4.gpu import REPO
 from sglang_gemma4.gpu.serve.server import describe, in_build
 
 EXPLICIT_FRACTION = "0.85"

@@ -26,11 +26,11 @@ import json
 import time
 from pathlib import Path
 
+from sglang_gemma4.gpu.serve.server import http_json
+from sglang_gemma4.gpu.serve.variants import text_config
 from sglang_gemma4.gpu.studies.bench import add_setup_arguments, chosen_setups
 from sglang_gemma4.gpu.studies.profile import kernel_group
 from sglang_gemma4.gpu.studies.step_trace import GPU_EVENTS, server_for, union_us, written_trace
-from sglang_gemma4.gpu.serve.server import http_json
-from sglang_gemma4.gpu.serve.variants import text_config
 
 PROMPT_LEN, CHUNK = 131072, 8192
 # sglang's Triton extend attention (triton_ops/extend_attention.py): one launch per layer per chunk;

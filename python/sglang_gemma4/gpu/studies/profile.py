@@ -25,9 +25,9 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 
+from sglang_gemma4.gpu import REPO
 from sglang_gemma4.gpu.serve.checkpoint import write_checkpoint
 from sglang_gemma4.gpu.serve.presets import BACKENDS, model_flags
-from sglang_gemma4.gpu import REPO
 from sglang_gemma4.gpu.serve.server import describe, in_build, patched_env
 
 PROMPT_LEN, DECODE_STEPS, PROFILED_STEPS = 256, 32, 3

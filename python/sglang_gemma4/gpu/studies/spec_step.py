@@ -41,6 +41,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from sglang_gemma4.gpu import REPO
 from sglang_gemma4.gpu.serve.checkpoint import write_checkpoint
 from sglang_gemma4.gpu.serve.pool_usage import parse, summary
 from sglang_gemma4.gpu.serve.presets import (
@@ -50,9 +51,9 @@ from sglang_gemma4.gpu.serve.presets import (
     full_acceptance_problem,
     simulated_acceptance,
 )
-from sglang_gemma4.gpu.studies.profile import HBM_BYTES_PER_S, active_bytes, weight_bytes
-from sglang_gemma4.gpu import REPO
 from sglang_gemma4.gpu.serve.server import Server, admin_key, http_json, patched_env
+from sglang_gemma4.gpu.serve.variants import VARIANTS, assistant_text_config, text_config
+from sglang_gemma4.gpu.studies.profile import HBM_BYTES_PER_S, active_bytes, weight_bytes
 from sglang_gemma4.gpu.studies.step_trace import (
     busy_between,
     graph_replays,
@@ -60,7 +61,6 @@ from sglang_gemma4.gpu.studies.step_trace import (
     union_us,
     written_trace,
 )
-from sglang_gemma4.gpu.serve.variants import VARIANTS, assistant_text_config, text_config
 
 PROMPT_LEN, OUTPUT_LEN, TRACE_AFTER = 128, 1024, 64
 DRAFT_FORWARDS = MTP_STEPS  # one draft forward per step

@@ -30,8 +30,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from sglang_gemma4.gpu.studies.bench import Setup, add_setup_arguments, chosen_setups
 from sglang_gemma4.gpu.serve.server import Server, admin_key
+from sglang_gemma4.gpu.studies.bench import Setup, add_setup_arguments, chosen_setups
 
 PROMPT_LEN, OUTPUT_LEN, TRACE_AFTER = 128, 2000, 256
 GPU_EVENTS = ("kernel", "gpu_memset", "gpu_memcpy")
