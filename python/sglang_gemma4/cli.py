@@ -396,7 +396,9 @@ def parser() -> argparse.ArgumentParser:
         "and *.png) into its raw.tar.xz",
     )
     pk.add_argument(
-        "folder", help="e.g. benchmark_results/sglang-0.5.12/2026-11-23-h100-26b-a4b-g0c27db1065-decode-stages-ab"
+        "folder",
+        help="e.g. benchmark_results/sglang-0.5.12/"
+        "2026-11-23-h100-26b-a4b-g0c27db1065-decode-stages-ab",
     )
     pk.set_defaults(run=cmd_pack_run)
     sub.add_parser(

@@ -140,8 +140,9 @@ def mtp_servers() -> list[tuple[dict, list[str]]]:
 
 
 def test_every_mtp_server_simulates_its_variants_acceptance():
-    """Dummy weights accept every draft token: each MTP server of dummy weights in every stage (smoke, bench) runs
-    with the simulated acceptance of presets.py, whose switches the patched tree reads."""
+    """Dummy weights accept every draft token: each MTP server of dummy weights in every stage
+    (smoke, bench) runs with the simulated acceptance of presets.py, whose switches the patched tree
+    reads."""
     mtp = [(env, argv) for env, argv in mtp_servers() if "dummy" in argv]
     variants = {Path(argv[argv.index("--model-path") + 1]).name for _, argv in mtp}
     assert variants == set(presets.SIMULATED_ACCEPT_LEN)  # mtp's smoke on both, and the benches
@@ -323,7 +324,7 @@ table.STAGES.update(slow=table.Stage(slow), quick=table.Stage(quick))
 run.set_up_host = lambda results: results.mkdir(parents=True)
 run.REPO = Path(sys.argv[1]) / "results"  # the steps' working directory
 sys.exit(run.main([*sys.argv[2:], "--out", sys.argv[1], "--host-setup"]))
-"""
+"""  # noqa: E501 (the script is run as it stands)
 
 
 def runner(tmp_path, *stages) -> subprocess.Popen:

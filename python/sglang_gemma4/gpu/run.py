@@ -1,17 +1,19 @@
-"""The one runner of the GPU stages (stages/table.py), from the offline bundle alone; scripts/gpu/check.sh
-is its entry on the GPU host.
+"""The one runner of the GPU stages (stages/table.py), from the offline bundle alone;
+scripts/gpu/check.sh is its entry on the GPU host.
 
-    python -m sglang_gemma4.gpu.run STAGE[:CHOICE,...][:KEY=VALUE]... [--out DIR] [--dry-run] [--host-setup]
+    python -m sglang_gemma4.gpu.run STAGE[:CHOICE,...][:KEY=VALUE]... [--out DIR] [--dry-run]
+        [--host-setup]
     python -m sglang_gemma4.gpu.run --list
 
-Each step runs in its build's environment (a harness step: the pristine build's, so transformers is the
-release sglang pins on both sides of every comparison) with this package on top; a failing stage is
-reported and the next one still runs. --host-setup (check.sh) first writes OUT/results/host-pip-freeze.txt
-and gpu.txt, installs the bundle (scripts/gpu/setup.sh, setup.log), puts every result under OUT/results and
-packs them into OUT/results.tgz after each stage and when the run ends, also when it is stopped (SIGTERM,
-e.g. from timeout(1)); OUT/results/stages.jsonl has a line per stage. A stage past its time limit has its
-step stopped the same way. --dry-run prints every command instead (and, for the harness modules that start
-servers, the exact server command lines they would start)."""
+Each step runs in its build's environment (a harness step: the pristine build's, so transformers is
+the release sglang pins on both sides of every comparison) with this package on top; a failing stage
+is reported and the next one still runs. --host-setup (check.sh) first writes
+OUT/results/host-pip-freeze.txt and gpu.txt, installs the bundle (scripts/gpu/setup.sh, setup.log),
+puts every result under OUT/results and packs them into OUT/results.tgz after each stage and when
+the run ends, also when it is stopped (SIGTERM, e.g. from timeout(1)); OUT/results/stages.jsonl has
+a line per stage. A stage past its time limit has its step stopped the same way. --dry-run prints
+every command instead (and, for the harness modules that start servers, the exact server command
+lines they would start)."""
 
 import argparse
 import json
@@ -29,7 +31,8 @@ from sglang_gemma4.gpu.serve.server import describe, in_build
 from sglang_gemma4.gpu.stages.steps import Step
 from sglang_gemma4.gpu.stages.table import STAGES, Expanded, expand, refuse_old_knobs
 
-# The harness modules that start servers (or bench_one_batch) and print their command lines on --dry-run.
+# The harness modules that start servers (or bench_one_batch) and print their command lines on
+# --dry-run.
 DRY_RUNS = {
     f"sglang_gemma4.gpu.{m}"
     for m in (
@@ -58,7 +61,8 @@ class Stopped(Exception):
 
 
 def command(step: Step) -> list[str]:
-    """What runs: the step's argv inside its build's environment (a harness step: the pristine build's)."""
+    """What runs: the step's argv inside its build's environment (a harness step: the pristine
+    build's)."""
     return in_build(step.build or "pristine", list(step.argv), harness=step.package_on_top)
 
 
@@ -73,7 +77,8 @@ def dry_run(step: Step) -> bool:
 
 
 def stop(process: subprocess.Popen, group: bool = False) -> None:
-    """SIGTERM (the harness then stops its servers), SIGKILL if it is still running STOP_WAIT_S later."""
+    """SIGTERM (the harness then stops its servers), SIGKILL if it is still running STOP_WAIT_S
+    later."""
     if process.poll() is not None:
         return
     kill = (lambda sig: os.killpg(process.pid, sig)) if group else process.send_signal
@@ -86,7 +91,8 @@ def stop(process: subprocess.Popen, group: bool = False) -> None:
 
 
 def launch(step: Step, own_session: bool = False) -> subprocess.Popen:
-    """The step started; a step with a report writes its output there as it goes (a stopped step's too)."""
+    """The step started; a step with a report writes its output there as it goes (a stopped step's
+    too)."""
     if step.report:
         step.report.parent.mkdir(parents=True, exist_ok=True)
     output = open(step.report, "w") if step.report else None
@@ -162,7 +168,8 @@ def pack(results: Path) -> None:
 
 
 def set_up_host(results: Path) -> None:
-    """What the host is, then the bundle installed (scripts/gpu/setup.sh); a failed install ends the run."""
+    """What the host is, then the bundle installed (scripts/gpu/setup.sh); a failed install ends the
+    run."""
     results.mkdir(parents=True, exist_ok=True)
     freeze = subprocess.run(
         ["python3", "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True

@@ -1,6 +1,6 @@
-"""The access check (gpu/checks/access_check.py): its probes, sent to the patched HTTP app in process (a stub
-tokenizer manager behind it, so the probes that need the serving classes and the model are left to
-the GPU run), all pass;
+"""The access check (gpu/checks/access_check.py): its probes, sent to the patched HTTP app in
+process (a stub tokenizer manager behind it, so the probes that need the serving classes and the
+model are left to the GPU run), all pass;
 a wrong status, a CORS header that should be absent and a key in a body are each reported; the
 websocket handshake it sends is answered with its status; a dry run prints its two servers, the
 second with both keys."""

@@ -1,6 +1,7 @@
 """The harness's HTTP helpers (the readiness wait shared by Server.start and `ask`, raw and JSON
 posts) against a local stand-in server, and Server's guards against outliving or mistaking a server:
-a port still served after the wait (one that frees within it is taken), SIGTERM while starting or serving."""
+a port still served after the wait (one that frees within it is taken), SIGTERM while starting or
+serving."""
 
 import json
 import os
@@ -68,7 +69,8 @@ def test_ask_sends_one_greedy_request(url, monkeypatch, capsys):
 
 
 def test_posts_bytes_as_they_are_and_objects_as_json(url):
-    # Bytes carry what json.dumps would refuse to write as sent (e.g. NaN); the stand-in parses both.
+    # Bytes carry what json.dumps would refuse to write as sent (e.g. NaN); the stand-in parses
+    # both.
     assert http_json("POST", f"{url}/generate", b'{"sampling_params": {"max_new_tokens": 2}}') == (
         200,
         '{"text": " w0 w0"}',
@@ -94,7 +96,8 @@ def test_server_refuses_a_port_another_process_serves(url, tmp_path, monkeypatch
 
 
 def test_a_port_that_frees_within_the_wait_is_taken():
-    # the server of a run just cut off by its time limit, still being stopped when the next run starts
+    # the server of a run just cut off by its time limit, still being stopped when the next run
+    # starts
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
@@ -127,7 +130,7 @@ s.LAUNCHER = (sys.argv[1],)
 with s.Server("e2b", "patched", Path(sys.argv[2]), port=int(sys.argv[3]), env={"SGLANG_OPT_SWITCH": "1"}) as running:
     print("ready", flush=True)
     time.sleep(600)
-"""
+"""  # noqa: E501 (the script is run as it stands)
 
 
 @pytest.mark.parametrize("ready", [True, False], ids=["serving", "starting"])

@@ -158,7 +158,8 @@ def test_answers_are_classified(endpoint, stream, status, body, outcome):
 
 def decode_line(second: int, running: int, full: int, swa: int, queued: int = 0) -> str:
     return (
-        f"[2026-11-24 10:00:{second:02d}] Decode batch, #running-req: {running}, #full token: {full}, "
+        f"[2026-11-24 10:00:{second:02d}] Decode batch, #running-req: {running}, #full "
+        f"token: {full}, "
         f"full token usage: 0.00, #swa token: {swa}, swa token usage: 0.00, cuda graph: False, "
         f"gen throughput (token/s): 50.00, #queue-req: {queued}"
     )
@@ -174,7 +175,8 @@ def decode_line(second: int, running: int, full: int, swa: int, queued: int = 0)
         ([decode_line(1, 1, 900, 47)], False),
         (
             [
-                "[2026-11-24 10:00:01] Decode batch, #running-req: 1, #token: 30, token usage: 0.00, cuda graph: False, "
+                "[2026-11-24 10:00:01] Decode batch, #running-req: 1, #token: 30, token "
+                "usage: 0.00, cuda graph: False, "
                 "gen throughput (token/s): 50.00, #queue-req: 0"
             ],
             True,

@@ -1,7 +1,7 @@
 """Fuzzer v2 without a GPU: what route_case generates over the route table (every route, every kind
-of case, admin routes with the key only with bodies their model refuses on a live server), how a live
-run judges answers, and a whole live run against a stand-in server (run_routes): raw HTTP abuse,
-client disconnects, witnesses, the probe and the verdict written to fuzz-routes.json."""
+of case, admin routes with the key only with bodies their model refuses on a live server), how a
+live run judges answers, and a whole live run against a stand-in server (run_routes): raw HTTP
+abuse, client disconnects, witnesses, the probe and the verdict written to fuzz-routes.json."""
 
 import json
 import random
@@ -152,8 +152,10 @@ class StandIn(JsonHandler):
 
 def decode_line(second: int) -> str:
     return (
-        f"[2026-11-27 10:00:{second:02d}] Decode batch, #running-req: 1, #full token: 40, full token usage: 0.00, "
-        f"#swa token: 40, swa token usage: 0.00, cuda graph: False, gen throughput (token/s): 50.00, "
+        f"[2026-11-27 10:00:{second:02d}] Decode batch, #running-req: 1, #full token: 40, "
+        "full token usage: 0.00, "
+        "#swa token: 40, swa token usage: 0.00, cuda graph: False, gen throughput "
+        "(token/s): 50.00, "
         f"#queue-req: 0"
     )
 
@@ -200,7 +202,8 @@ def test_a_generating_route_keeps_its_output_bound_whatever_field_is_dropped():
     seen = 0
     for case in cases(6000, seed=11):
         if case.kind == "fields" and case.route in bounded:
-            # a top-level key is a quoted name in the body (some values nest past json's recursion limit)
+            # a top-level key is a quoted name in the body (some values nest past json's recursion
+            # limit)
             assert all(f'"{key}":'.encode() in case.body for key in bounded[case.route]), case.body[
                 :300
             ]

@@ -1,6 +1,6 @@
-"""The MTP greedy check's pure parts: the target's permuted head and the constructed draft (transformers'
-own Gemma-4 classes at a tiny width), the token comparison, the accept length the construction predicts,
-the server-log reading and the verdict."""
+"""The MTP greedy check's pure parts: the target's permuted head and the constructed draft
+(transformers' own Gemma-4 classes at a tiny width), the token comparison, the accept length the
+construction predicts, the server-log reading and the verdict."""
 
 import json
 
@@ -92,8 +92,8 @@ def test_the_constructed_draft_proposes_the_successor_of_known_tokens_only(targe
     mtp_greedy.make_draft_agree_(draft, embedding, succ, knows)
     tokens = torch.arange(ordinary_ids(VOCAB))
     g = torch.Generator().manual_seed(4)
-    # what sglang feeds it: the target's scaled embedding of the token and a recurrent state (here random,
-    # as is the target KV it attends to)
+    # what sglang feeds it: the target's scaled embedding of the token and a recurrent state (here
+    # random, as is the target KV it attends to)
     inputs = torch.cat([embedding[tokens] * 8.0, torch.randn(len(tokens), 64, generator=g)], -1)[
         :, None
     ]
@@ -142,8 +142,8 @@ def test_the_predicted_accept_length_matches_the_construction():
 def test_accept_length_steps_by_hand():
     succ = torch.arange(1, 11) % 10  # x -> x + 1
     knows = torch.tensor([True, True, False, True, True, True, True, False, False, False])
-    # bonus 0: drafts 1, 2 right (0, 1 known), 3 wrong (2 unknown) -> 3 tokens; bonus 3: 4, 5, 6 right -> 4;
-    # bonus 7: unknown -> 1; bonus 8: 1 (9 is the last token)
+    # bonus 0: drafts 1, 2 right (0, 1 known), 3 wrong (2 unknown) -> 3 tokens; bonus 3: 4, 5, 6
+    # right -> 4; bonus 7: unknown -> 1; bonus 8: 1 (9 is the last token)
     assert mtp_greedy.predicted_accept_length([list(range(10))], succ, knows) == 9 / 4
     assert (
         mtp_greedy.expected_accept_length(0.0) == 1.0
@@ -169,13 +169,20 @@ def test_served_stats_read_the_accept_length_and_the_swa_pool_from_the_log():
         [
             "[2026-11-25 10:00:00] Prefill batch, #new-seq: 8, #new-token: 8192, #cached-token: 0, "
             "full token usage: 0.30, swa token usage: 0.99, #running-req: 0, #queue-req: 32",
-            "[2026-11-25 10:00:01] Decode batch, #running-req: 8, #full token: 9000, full token usage: 0.27, "
-            "#swa token: 8100, swa token usage: 0.98, accept len: 2.40, accept rate: 0.47, cuda graph: False, "
+            "[2026-11-25 10:00:01] Decode batch, #running-req: 8, #full token: 9000, "
+            "full token usage: 0.27, "
+            "#swa token: 8100, swa token usage: 0.98, accept len: 2.40, accept rate: "
+            "0.47, cuda graph: False, "
             "gen throughput (token/s): 900.00, #queue-req: 32",
-            "[2026-11-25 10:00:02] Decode batch, #running-req: 4, #full token: 5000, full token usage: 0.15, "
-            "#swa token: 4100, swa token usage: 0.50, accept len: 2.60, accept rate: 0.53, cuda graph: True, "
+            "[2026-11-25 10:00:02] Decode batch, #running-req: 4, #full token: 5000, "
+            "full token usage: 0.15, "
+            "#swa token: 4100, swa token usage: 0.50, accept len: 2.60, accept rate: "
+            "0.53, cuda graph: True, "
             "gen throughput (token/s): 700.00, #queue-req: 0",
-            "[2026-11-25 10:00:03] KV cache pool is full. Retract requests. #retracted_reqs: 2, #new_token_ratio: 0.5",
+            (
+                "[2026-11-25 10:00:03] KV cache pool is full. Retract requests. "
+                "#retracted_reqs: 2, #new_token_ratio: 0.5"
+            ),
         ]
     )
     assert mtp_greedy.served_stats(log) == {
@@ -237,7 +244,8 @@ def test_a_server_that_died_names_the_error_its_log_ends_with(tmp_path):
     log.write_text(
         "[2026-11-25 04:54:01] Scheduler hit an exception: Traceback (most recent call last):\n"
         '  File "scheduler.py", line 3972, in on_idle\n'
-        "ValueError: pool memory leak detected! [full] total=32768, available=634, evictable=32134\n"
+        "ValueError: pool memory leak detected! [full] total=32768, available=634, "
+        "evictable=32134\n"
         "[swa] total=8192, available=602, evictable=7053\n"
         "[2026-11-25 04:54:06] kill_process_tree called: parent_pid=4527, include_parent=True\n"
     )
@@ -257,7 +265,8 @@ def test_a_server_that_died_names_the_error_its_log_ends_with(tmp_path):
 
 
 def test_both_servers_run_with_the_given_environment(tmp_path):
-    # an opt-in switch (e.g. 0175's verify kernel) must reach the server without MTP and the one with it
+    # an opt-in switch (e.g. 0175's verify kernel) must reach the server without MTP and the one
+    # with it
     off, on = mtp_greedy.servers(
         "31b", tmp_path / "t", tmp_path / "d", tmp_path, {"SGLANG_OPT_X": "1"}
     )

@@ -1,9 +1,10 @@
-"""The openai client suite (gpu/checks/openai_suite.py) in CI: the official `openai` client against sglang's
-HTTP app (http_server.app, served by uvicorn in this process) with the launch preset's grammar
-backend and gemma4 parsers, and a stub in place of the scheduler. The stub answers as a model would
-through the tokenizer manager: constrained requests with text their grammar accepts (checked with
-xgrammar), others with a fixed answer, Gemma-4's own tool-call text or a thought; streams in steps of
-several tokens (as MTP delivers them), with stop strings, max_tokens, n and logprobs honoured."""
+"""The openai client suite (gpu/checks/openai_suite.py) in CI: the official `openai` client against
+sglang's HTTP app (http_server.app, served by uvicorn in this process) with the launch preset's
+grammar backend and gemma4 parsers, and a stub in place of the scheduler. The stub answers as a
+model would through the tokenizer manager: constrained requests with text their grammar accepts
+(checked with xgrammar), others with a fixed answer, Gemma-4's own tool-call text or a thought;
+streams in steps of several tokens (as MTP delivers them), with stop strings, max_tokens, n and
+logprobs honoured."""
 
 import json
 import re
@@ -173,8 +174,8 @@ class StubEngine:
         self.prompts[tokenized.rid] = list(tokenized.input_ids)
 
     async def wait_one_response(self, obj, request=None):
-        """The answers to one request (n > 1 arrives as n requests) after the tokenizer manager's own
-        checks ran, as its _wait_one_response yields them."""
+        """The answers to one request (n > 1 arrives as n requests) after the tokenizer manager's
+        own checks ran, as its _wait_one_response yields them."""
         steps = self.outputs(obj, self.prompts.pop(obj.rid))
         finish = steps[-1]["meta_info"]["finish_reason"]
         if not obj.stream:
@@ -295,8 +296,8 @@ def test_gemma4_tool_calls_stream_to_the_client_in_multi_token_steps(client):
 
 
 def test_two_calls_of_one_function_stream_as_two_calls(client):
-    """0240: an OpenAI client merges streamed tool-call deltas by index; the final step carries the second
-    call's end and the finish reason."""
+    """0240: an OpenAI client merges streamed tool-call deltas by index; the final step carries the
+    second call's end and the finish reason."""
     model = openai_suite.served_model(client)
     request = dict(
         model=model,
@@ -336,8 +337,8 @@ def test_gemma4_reasoning_is_separated_when_thinking_is_asked_for(client):
 
 
 def test_the_gpu_stage_serves_a_real_draft_without_then_with_mtp(tmp_path, capsys):
-    """mtp_greedy's random-weight target and agreeing draft: real acceptance, never the simulated one (which
-    emits a fixed token, not the verified ones)."""
+    """mtp_greedy's random-weight target and agreeing draft: real acceptance, never the simulated
+    one (which emits a fixed token, not the verified ones)."""
     assert (
         openai_suite.main(
             ["--start", "26b-a4b", "--out", str(tmp_path), "--checkpoints", "ck", "--dry-run"]
@@ -387,7 +388,8 @@ def test_the_suites_images_are_what_they_claim():
 
 
 def test_a_text_only_server_refuses_every_image_with_400(client):
-    """The preset without --multimodal: bad media and a good image alike are answered 400 (never 500)."""
+    """The preset without --multimodal: bad media and a good image alike are answered 400 (never
+    500)."""
     import openai
 
     model = openai_suite.served_model(client)

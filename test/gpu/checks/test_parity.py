@@ -29,7 +29,8 @@ def test_a_flipped_first_step_skips_the_rest_of_that_prompt():
         [step(8, {8: -0.3}), step(9, {9: -0.1})],
     ]
     result = compare(ref, got)
-    # prompt 1: step 1 disagrees (its deltas count, its step 2 is not compared); prompt 2: both agree
+    # prompt 1: step 1 disagrees (its deltas count, its step 2 is not compared); prompt 2: both
+    # agree
     assert result["steps_compared"] == 3 and result["top1_agreement"] == round(2 / 3, 4)
     assert result["max_abs_dlogprob"] == 0.2
 

@@ -1,7 +1,8 @@
-"""The route table (gpu/checks/routes.py) against the routes sglang's HTTP app registers (the patched tree's
-sglang.srt.entrypoints.http_server.app): one entry per (method, path), each public or admin; a route
-the app adds (at a rebase) or drops fails here until the table says what it is. The fields the table
-names for a route's body must be fields of the model the route reads its body into."""
+"""The route table (gpu/checks/routes.py) against the routes sglang's HTTP app registers (the
+patched tree's sglang.srt.entrypoints.http_server.app): one entry per (method, path), each public or
+admin; a route the app adds (at a rebase) or drops fails here until the table says what it is. The
+fields the table names for a route's body must be fields of the model the route reads its body
+into."""
 
 import dataclasses
 import functools
@@ -86,5 +87,6 @@ def test_the_body_model_and_its_fields_are_the_apps(route):
 
 
 def test_routes_registered_only_under_a_condition_are_marked():
-    # /dumper/{method} appears only with DUMPER_SERVER_PORT=reuse, /metrics only with --enable-metrics
+    # /dumper/{method} appears only with DUMPER_SERVER_PORT=reuse, /metrics only with
+    # --enable-metrics
     assert {r.path for r in routes.ROUTES if r.only_when} == {"/dumper/{method}", "/metrics"}

@@ -125,7 +125,8 @@ def test_judge(kind, outcome, passed):
 
 
 class StandIn(JsonHandler):
-    """Serves good requests, refuses hostile ones (400), and answers 500 to some hostile ones when told."""
+    """Serves good requests, refuses hostile ones (400), and answers 500 to some hostile ones when
+    told."""
 
     log_path = None
     fail_hostile = False

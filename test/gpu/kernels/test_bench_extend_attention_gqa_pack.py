@@ -1,7 +1,8 @@
-"""gpu/kernels/bench_extend_attention_gqa_pack.py without a GPU: the gqa-pack experiment's command, the
-bench's defaults (26B-A4B's and 31B's full layers, an 8,192-token chunk after 0-120K cached tokens,
-bf16 and fp8 KV, every tile), and one case measured end to end on CPU through Triton's interpreter
-(float32 stand-in for bf16, a counting timer): one row per tile, the old and the packed kernel agree."""
+"""gpu/kernels/bench_extend_attention_gqa_pack.py without a GPU: the gqa-pack experiment's command,
+the bench's defaults (26B-A4B's and 31B's full layers, an 8,192-token chunk after 0-120K cached
+tokens, bf16 and fp8 KV, every tile), and one case measured end to end on CPU through Triton's
+interpreter (float32 stand-in for bf16, a counting timer): one row per tile, the old and the packed
+kernel agree."""
 
 import patched_tree  # noqa: F401  (the patched sglang first on sys.path, Triton interpreted on CPU)
 import pytest

@@ -1,5 +1,6 @@
-"""sglang_gemma4.gpu.kernels.compare_0100_tiles: its tile table is patch 0100's, and it pairs each case's shipped tile
-with 0100's pick (short tile for verify-sized extends) from every tiles.jsonl it is given."""
+"""sglang_gemma4.gpu.kernels.compare_0100_tiles: its tile table is patch 0100's, and it pairs each
+case's shipped tile with 0100's pick (short tile for verify-sized extends) from every tiles.jsonl it
+is given."""
 
 import json
 import re
@@ -70,9 +71,9 @@ def test_table_pairs_each_case_with_0100s_tile_in_every_file(tmp_path, capsys):
     assert compare.main([str(a), str(b)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 + 4  # head, rule, one row per case and layer
-    assert (
-        lines[2]
-        == "| prefill-1x1000 | sliding | 100.0 | 40.0 (1.0e-04) | 0.40 | 200.0 | 80.0 (1.0e-04) | 0.40 |"
+    assert lines[2] == (
+        "| prefill-1x1000 | sliding | 100.0 | 40.0 (1.0e-04) | 0.40 | 200.0 | 80.0 "
+        "(1.0e-04) | 0.40 |"
     )
 
 

@@ -73,7 +73,8 @@ def test_per_gemm_files_cover_every_current_batch_size_with_the_tuned_winners():
 
 
 def test_per_gemm_files_refuse_a_winner_of_another_tile_height():
-    # sglang asserts that gate_up and down share BLOCK_SIZE_M: a file that broke it must not be written
+    # sglang asserts that gate_up and down share BLOCK_SIZE_M: a file that broke it must not be
+    # written
     current = {1: {"gate_up": {"BLOCK_SIZE_M": 16}, "down": {"BLOCK_SIZE_M": 16}}}
     with pytest.raises(AssertionError):
         tune.per_gemm_files(

@@ -167,9 +167,8 @@ def test_a_multimodal_server_says_where_media_may_come_from(pristine):
         for x in access.summary(mm, {"SGLANG_MM_MEDIA_SOURCES": "path, url"}, PATCHED_SGLANG)
         if x.startswith("media")
     ]
-    assert (
-        line
-        == "media: inline, and fetched from URLs and read from server paths (SGLANG_MM_MEDIA_SOURCES)"
+    assert line == (
+        "media: inline, and fetched from URLs and read from server paths (SGLANG_MM_MEDIA_SOURCES)"
     )
     (line,) = [x for x in access.summary(mm, {}, pristine) if x.startswith("media")]
     assert "any URL" in line and "(upstream sglang)" in line

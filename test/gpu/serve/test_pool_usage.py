@@ -16,7 +16,7 @@ LOG = """\
 [2026-11-22 06:57:17] Decode batch, #running-req: 2, #full token: 2100, full token usage: 0.40, #swa token: 2100, swa token usage: 0.97, cuda graph: True, gen throughput (token/s): 421.50, #queue-req: 7
 [2026-11-22 06:57:19] KV cache pool is full. Retract requests. #retracted_reqs: 2, #new_tokens_gained: 611, #new_token_ratio: 0.0980 -> 0.6343
 [2026-11-22 06:57:20] Prefill batch, #new-seq: 1, #new-token: 300, #cached-token: 700, full token usage: 0.45, swa token usage: 0.99, #running-req: 2, #queue-req: 6, #pending-token: 0, cuda graph: False, input throughput (token/s): 100.00
-"""
+"""  # noqa: E501 (verbatim log lines)
 
 
 def test_parses_both_kinds_of_batch_line():
@@ -83,7 +83,10 @@ def test_a_stall_now_and_then_is_what_the_slow_decode_lines_add_to_the_mean_step
         + (
             k
             if isinstance(k, str)
-            else f"Decode batch, #running-req: 1, cuda graph: True, gen throughput (token/s): {k}, #queue-req: 0"
+            else (
+                "Decode batch, #running-req: 1, cuda graph: True, gen throughput (token/s): "
+                f"{k}, #queue-req: 0"
+            )
         )
         for i, k in enumerate(kinds)
     ]
@@ -112,8 +115,10 @@ def test_decode_rates_per_batch_size_skip_sizes_seen_too_rarely():
 def test_speculative_decode_lines_give_the_median_accept_length():
     # 0.5.17's decode line with speculative decoding on (scheduler metrics_reporter)
     lines = [
-        f"[2026-11-22 07:00:{i:02d}] Decode batch, #running-req: 32, #full token: 9000, full token usage: 0.10, "
-        f"#swa token: 9000, swa token usage: 0.30, accept len: {accept:.2f}, accept rate: {(accept - 1) / 3:.2f}, "
+        f"[2026-11-22 07:00:{i:02d}] Decode batch, #running-req: 32, #full token: 9000, "
+        "full token usage: 0.10, "
+        f"#swa token: 9000, swa token usage: 0.30, accept len: {accept:.2f}, accept rate: "
+        f"{(accept - 1) / 3:.2f}, "
         f"cuda graph: True, gen throughput (token/s): 2500.00, #queue-req: 0"
         for i, accept in enumerate([2.7, 2.8, 2.95])
     ]

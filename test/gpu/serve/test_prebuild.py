@@ -56,14 +56,16 @@ def test_kv_rows_follow_heads_per_rank():
     # 31B: 16 sliding KV heads of 256, 4 full KV heads of 512 (bf16)
     assert kv_rows(text_config("31b"), tp=1) == sorted([16 * 256 * 2, 4 * 512 * 2])
     assert kv_rows(text_config("31b"), tp=2) == sorted([8 * 256 * 2, 2 * 512 * 2])
-    # E2B: one KV head, shared by full layers too (no separate count): replicated, not split, at TP 2
+    # E2B: one KV head, shared by full layers too (no separate count): replicated, not split, at TP
+    # 2
     assert kv_rows(text_config("e2b"), tp=2) == [1 * 256 * 2, 1 * 512 * 2]
 
 
 @pytest.mark.parametrize("variant", ["26b-a4b", "31b", "e4b"])
 def test_the_launch_presets_text_only_checkpoint_gives_the_same_builds(tmp_path, variant):
-    # what the preset serves: sglang's text-only form, whose head_dim is the full layers' (session 9's
-    # cold start built only the 512-wide RoPE and 2048-byte KV row from it, before this was read right)
+    # what the preset serves: sglang's text-only form, whose head_dim is the full layers' (session
+    # 9's cold start built only the 512-wide RoPE and 2048-byte KV row from it, before this was read
+    # right)
     write_checkpoint(variant, tmp_path)
     assert set(prebuild.builds(prebuild.text_config_of(tmp_path), tp=2)) == set(
         prebuild.builds(text_config(variant), tp=2)

@@ -1,5 +1,5 @@
-"""The launch presets (gpu/serve/presets.py) and the launcher behind scripts/launch_gemma4.sh: every flag
-parses with the pinned sglang's own server arguments; the prebuild runs first, for the served
+"""The launch presets (gpu/serve/presets.py) and the launcher behind scripts/launch_gemma4.sh: every
+flag parses with the pinned sglang's own server arguments; the prebuild runs first, for the served
 checkpoint and TP size, and can be skipped; a failed prebuild still starts the server; the MoE
 variant gets sglang's fused MoE sum, in serving and in the profiler alike; a harness server is
 started from an argument list, never a shell string."""
@@ -87,7 +87,8 @@ def test_structured_output_and_the_parsers_are_on_by_default_and_each_can_be_tur
 
 
 def test_multimodal_loads_the_towers_only_when_asked(tmp_path):
-    """Text-only by default (0013 skips the towers, media is refused); --multimodal turns them on."""
+    """Text-only by default (0013 skips the towers, media is refused); --multimodal turns them
+    on."""
     from sglang_gemma4.gpu.serve.variants import write_config
 
     from sglang.srt.configs.model_config import ModelConfig
@@ -102,7 +103,8 @@ def test_multimodal_loads_the_towers_only_when_asked(tmp_path):
         serve.count("--enable-multimodal") == 1
         and "--enable-multimodal" not in dry_run("e4b", "--model", "m")[-1]
     )
-    # without --model: a config-only checkpoint of the conditional class, apart from the text-only one
+    # without --model: a config-only checkpoint of the conditional class, apart from the text-only
+    # one
     bare = dry_run("31b", "--no-prebuild", "--multimodal")[0]
     assert bare[bare.index("--model-path") + 1] == str(REPO / "checkpoints" / "31b-multimodal")
 

@@ -65,7 +65,10 @@ def test_summary_of_several_setups_keeps_their_order_and_marks_missing_runs(tmp_
 
 def test_setups_parse_name_build_environment_and_flags():
     setup = parse_setup(
-        "r0.15-leaf=patched SGLANG_OPT_X=1 A_B=x=y --swa-full-tokens-ratio 0.15 --disable-radix-cache"
+        (
+            "r0.15-leaf=patched SGLANG_OPT_X=1 A_B=x=y --swa-full-tokens-ratio 0.15 "
+            "--disable-radix-cache"
+        )
     )
     assert setup == Setup(
         "r0.15-leaf",
@@ -99,7 +102,10 @@ def test_chosen_setups_plain_builds_by_default_then_named_ones():
 
 
 def test_pool_sizes_are_read_from_the_server_log():
-    log = "x\n[..] KV pool: full_layer_tokens=395689, swa_layer_tokens=59353 ...\nmax_total_num_tokens=395689\n"
+    log = (
+        "x\n[..] KV pool: full_layer_tokens=395689, swa_layer_tokens=59353 "
+        "...\nmax_total_num_tokens=395689\n"
+    )
     assert pool_sizes(log) == {
         "full_layer_tokens": 395689,
         "swa_layer_tokens": 59353,
@@ -129,8 +135,8 @@ def test_image_workloads_use_the_image_dataset_without_pre_tokenized_prompts():
 
 
 def test_each_workload_draws_its_own_prompts():
-    # chat-at-64 after chat-at-32 on one server: with one seed its first 64 prompts were chat-at-32's, served
-    # from the radix cache of a setup that kept their KV
+    # chat-at-64 after chat-at-32 on one server: with one seed its first 64 prompts were
+    # chat-at-32's, served from the radix cache of a setup that kept their KV
     seeds = {name: (args := dataset_args(name))[args.index("--seed") + 1] for name in WORKLOADS}
     assert len(set(seeds.values())) == len(WORKLOADS)
     assert seeds["chat-at-32"] == "3448979065"  # and the same prompts in every process and run
@@ -145,7 +151,8 @@ def served(
     itls: list[list[float]] | None = None,
 ) -> dict:
     """run_workload on an MTP server whose bench_serving run (faked) wrote its record (with every
-    request's token gaps when asked for details) and whose scheduler logged a decode line per accept length."""
+    request's token gaps when asked for details) and whose scheduler logged a decode line per accept
+    length."""
     server = Server("26b-a4b", "patched", tmp_path / "26b-a4b-on.server.log", mtp=True)
     server.log_path.write_text(
         "[2026-11-24 10:00:00] max_total_num_tokens=456407 full_layer_tokens=456407\n"
@@ -168,7 +175,8 @@ def served(
         with server.log_path.open("a") as log:
             log.writelines(
                 f"[2026-11-24 10:01:{i:02d}] Decode batch, #running-req: 32, accept len: {a:.2f}, "
-                f"accept rate: {(a - 1) / 3:.2f}, cuda graph: True, gen throughput (token/s): 2500.00\n"
+                f"accept rate: {(a - 1) / 3:.2f}, cuda graph: True, gen throughput "
+                "(token/s): 2500.00\n"
                 for i, a in enumerate(accept_lens)
             )
 
@@ -177,8 +185,9 @@ def served(
 
 
 def test_batch1_records_where_its_long_token_gaps_fall(tmp_path, monkeypatch):
-    """A request's TPOT is its mean gap: a stall every 16th step, or a slow first step, lifts it above the
-    median ITL; the record says how many such gaps, what they add per token, and after which tokens."""
+    """A request's TPOT is its mean gap: a stall every 16th step, or a slow first step, lifts it
+    above the median ITL; the record says how many such gaps, what they add per token, and after
+    which tokens."""
     step = 0.004
     periodic = [
         0.012 if token % 16 == 0 else step for token in range(1, 65)
@@ -214,8 +223,8 @@ def test_a_run_whose_stream_decoded_to_no_text_is_refused(tmp_path, monkeypatch)
 
 
 def test_a_server_that_dies_once_idle_fails_the_bench(tmp_path, monkeypatch, capsys):
-    """sglang's idle leak check kills a server after its last answer: the run's records stay, its exit
-    status is 1 and it says which setup died of what."""
+    """sglang's idle leak check kills a server after its last answer: the run's records stay, its
+    exit status is 1 and it says which setup died of what."""
     import subprocess
     import sys
 

@@ -1,5 +1,6 @@
-"""beside.py: the running streams' gaps before and during a long prefill (the timing math), its client against a
-fake streaming /generate on loopback, and bench.py's record of a beside workload (measured or refused)."""
+"""beside.py: the running streams' gaps before and during a long prefill (the timing math), its
+client against a fake streaming /generate on loopback, and bench.py's record of a beside workload
+(measured or refused)."""
 
 import asyncio
 import json
@@ -43,8 +44,9 @@ def test_gaps_split_at_the_long_prompts_sending_and_first_token():
 
 
 class FakeServer:
-    """/generate streaming a chunk every STEP s; a long prompt (over 1000 ids) holds every stream for
-    PREFILL s before its first chunk, as a prefill that runs alone does; over `limit` ids it is refused."""
+    """/generate streaming a chunk every STEP s; a long prompt (over 1000 ids) holds every stream
+    for PREFILL s before its first chunk, as a prefill that runs alone does; over `limit` ids it is
+    refused."""
 
     STEP, PREFILL = 0.005, 0.3
 

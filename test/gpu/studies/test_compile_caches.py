@@ -1,5 +1,6 @@
-"""gpu/studies/compile_caches: the builds of a server start counted per cache and kernel or module, from
-Triton's group files and the JIT caches' shared libraries, with write times relative to the first."""
+"""gpu/studies/compile_caches: the builds of a server start counted per cache and kernel or module,
+from Triton's group files and the JIT caches' shared libraries, with write times relative to the
+first."""
 
 import os
 

@@ -20,7 +20,8 @@ from sglang_gemma4.gpu.studies.kv_capacity import (
 from sglang_gemma4.results import read_archive
 
 REPO = Path(__file__).resolve().parents[3]
-# benchmark_results/sglang-0.5.12/2026-11-22-h100-26b-a4b-g253f045b9c-swa-study/raw.tar.xz:26b-a4b-r0.8.server.log
+# benchmark_results/sglang-0.5.12/2026-11-22-h100-26b-a4b-g253f045b9c-swa-study/raw.tar.xz:
+# 26b-a4b-r0.8.server.log
 RUN_0512 = REPO / "benchmark_results/sglang-0.5.12/2026-11-22-h100-26b-a4b-g253f045b9c-swa-study"
 LOG_0512 = read_archive(RUN_0512, {"26b-a4b-r0.8.server.log"})["26b-a4b-r0.8.server.log"].decode(
     errors="replace"
@@ -41,9 +42,10 @@ LOG_0517 = """\
 [2026-11-24 10:01:40 TP0] Capture target decode CUDA graph end. elapsed=93.10 s, mem usage=0.13 GB, avail mem=11.27 GB.
 [2026-11-24 10:01:41 TP0] Capture target prefill CUDA graph end. elapsed=40.00 s, mem usage=1.50 GB, avail mem=9.77 GB.
 [2026-11-24 10:02:00 TP0] max_total_num_tokens=456407, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=32, context_len=32768, available_gpu_mem=9.77 GB
-"""
+"""  # noqa: E501 (verbatim log lines)
 
-# vLLM v1: gpu_model_runner (weights, graph estimate), gpu_worker (KV memory, the fraction), kv_cache_utils
+# vLLM v1: gpu_model_runner (weights, graph estimate), gpu_worker (KV memory, the fraction),
+# kv_cache_utils
 LOG_VLLM = """\
 (APIServer pid=1) INFO 11-23 09:00:00 [utils.py:253] non-default args: {'model': 'm', 'max_model_len': 32768, 'gpu_memory_utilization': 0.85, 'load_format': 'dummy'}
 (EngineCore pid=2) INFO 11-23 09:00:30 [gpu_model_runner.py:4879] Model loading took 48.08 GiB memory and 20.5 seconds
@@ -52,7 +54,7 @@ LOG_VLLM = """\
 (EngineCore pid=2) INFO 11-23 09:01:10 [kv_cache_utils.py:1286] GPU KV cache size: 148,709 tokens
 (EngineCore pid=2) INFO 11-23 09:01:10 [kv_cache_utils.py:1291] Maximum concurrency for 32,768 tokens per request: 13.42x
 (EngineCore pid=2) INFO 11-23 09:01:20 [gpu_model_runner.py:5000] Graph capturing finished in 9 secs, took 0.55 GiB
-"""
+"""  # noqa: E501 (verbatim log lines)
 
 
 def rows(text: str, **kwargs) -> dict:
@@ -73,7 +75,8 @@ def test_sglang_0512_log_of_this_repository():
     assert r["full-attention pool (GiB)"] == pytest.approx(2.10) and r[
         "SWA pool (GiB)"
     ] == pytest.approx(16.78)
-    # 2 x 2 x 512 x 2 bytes in each of 5 full layers, 2 x 8 x 256 x 2 in each of 25 sliding ones (as logged: 2 decimals)
+    # 2 x 2 x 512 x 2 bytes in each of 5 full layers, 2 x 8 x 256 x 2 in each of 25 sliding ones (as
+    # logged: 2 decimals)
     assert r["full-attention bytes per token"] == pytest.approx(20_480, rel=0.005)
     assert r["SWA bytes per token"] == pytest.approx(204_800, rel=0.001)
     assert r["KV cache (GiB)"] == 18.87
@@ -108,9 +111,12 @@ def test_a_swa_pool_of_few_windows_binds_long_requests():
 def test_post_capture_kv_sizing_is_what_the_server_holds():
     resized = LOG_0517.replace(
         "[2026-11-24 10:02:00 TP0] max_total",
-        "[2026-11-24 10:01:50 TP0] Post-capture KV sizing: full_layer_tokens=470000, swa_layer_tokens=54000\n"
-        "[2026-11-24 10:01:50 TP0] Post-capture KV sizing: KV cache allocated. dtype: torch.bfloat16, "
-        "#tokens: 470000, KV size: 19.40 GB, avail mem=8.90 GB\n[2026-11-24 10:02:00 TP0] max_total",
+        "[2026-11-24 10:01:50 TP0] Post-capture KV sizing: full_layer_tokens=470000, "
+        "swa_layer_tokens=54000\n"
+        "[2026-11-24 10:01:50 TP0] Post-capture KV sizing: KV cache allocated. dtype: "
+        "torch.bfloat16, "
+        "#tokens: 470000, KV size: 19.40 GB, avail mem=8.90 GB\n[2026-11-24 10:02:00 "
+        "TP0] max_total",
     )
     found = parse_sglang(resized)
     assert (found["full_tokens"], found["swa_tokens"], found["kv_total_gib"]) == (

@@ -1,5 +1,5 @@
-"""prefill_profile's reduction of a profiler trace to a row per prefill chunk, on a small synthetic trace: two
-chunks of a three-layer model (sliding, sliding, full), a scheduler gap between them."""
+"""prefill_profile's reduction of a profiler trace to a row per prefill chunk, on a small synthetic
+trace: two chunks of a three-layer model (sliding, sliding, full), a scheduler gap between them."""
 
 import gzip
 import json

@@ -282,7 +282,8 @@ def test_a_stream_sends_its_prompt_length_greedy(fake_server):
 def test_the_accept_length_is_read_from_the_decode_lines_after_the_mark(tmp_path):
     log = tmp_path / "server.log"
     line = (
-        "[2026-11-25 04:50:11] Decode batch, #running-req: 4, #full token: 246, accept len: {}, accept rate: 0.72, "
+        "[2026-11-25 04:50:11] Decode batch, #running-req: 4, #full token: 246, accept "
+        "len: {}, accept rate: 0.72, "
         "cuda graph: True\n"
     )
     log.write_text(line.format("4.00") * 3)

@@ -10,7 +10,7 @@ prebuild: 8 of 8 modules ready in 37.4 s
 [2026-11-22 06:55:43] Capture cuda graph end. Time elapsed: 91.03 s. mem usage=0.13 GB. avail mem=11.27 GB.
 [2026-11-22 06:56:27] Capture piecewise CUDA graph end. Time elapsed: 44.31 s. mem usage=1.96 GB. avail mem=9.30 GB.
 [2026-11-22 06:56:56] The server is fired up and ready to roll!
-"""
+"""  # noqa: E501 (verbatim log lines)
 
 
 def test_breakdown_of_a_full_start():
@@ -62,7 +62,7 @@ LOG_0_5_17 = """[2026-11-25 02:33:20] server_args=ServerArgs(model_path='m', cud
 [2026-11-25 02:34:47] Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, bs=[1, 2, 4, 8, 12, 16], avail mem=9.56 GB
 [2026-11-25 02:34:57] Capture target decode CUDA graph end. elapsed=9.42 s, mem usage=0.21 GB, avail mem=9.34 GB.
 [2026-11-25 02:35:07] The server is fired up and ready to roll!
-"""
+"""  # noqa: E501 (verbatim log lines)
 
 
 def test_breakdown_of_a_0_5_17_start():

@@ -1,5 +1,6 @@
-"""The structured-output GPU experiments (stages structured-cost and structured-throughput, with bench.py's
-constrained workloads): the cost of the preset's grammar backend on unconstrained requests against
+"""The structured-output GPU experiments (stages structured-cost and structured-throughput, with
+bench.py's constrained workloads): the cost of the preset's grammar backend on unconstrained
+requests against
 --grammar-backend none, and constrained throughput under a JSON schema that keeps every request
 decoding to its full length."""
 

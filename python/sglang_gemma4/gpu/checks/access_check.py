@@ -1,7 +1,8 @@
 """Access check: a served build lets in what docs/access.md says, on a real server (uvicorn, the
 warm-up, the scheduler behind the routes).
 
-    python -m sglang_gemma4.gpu.checks.access_check --out DIR [--variant e2b] [--build patched] [--dry-run]
+    python -m sglang_gemma4.gpu.checks.access_check --out DIR [--variant e2b] [--build patched]
+        [--dry-run]
         [-- extra flags]
 
 Two servers of the variant (dummy weights, no CUDA graphs: a quick start): one with no keys, one

@@ -1,7 +1,8 @@
 """Malformed and hostile requests against a running server: each must get a clear 4xx (or a clean
 error in the stream) and the server must keep serving the next good request.
 
-    python -m sglang_gemma4.gpu.checks.bad_input --url http://127.0.0.1:30000 --out DIR [--vocab 262144] [--context 32768]
+    python -m sglang_gemma4.gpu.checks.bad_input --url http://127.0.0.1:30000 --out DIR
+        [--vocab 262144] [--context 32768]
 
 Writes DIR/bad_input.jsonl and DIR/bad_input.md.  Bounded: one request per case, 60 s timeout each.
 """
@@ -33,7 +34,8 @@ def aborted_stream(url: str, rid: str | None = None) -> tuple[int, str]:
     with socket.create_connection((parts.hostname, parts.port), timeout=60) as s:
         s.sendall(
             (
-                f"POST /generate HTTP/1.1\r\nHost: {parts.hostname}\r\nContent-Type: application/json\r\n"
+                f"POST /generate HTTP/1.1\r\nHost: {parts.hostname}\r\nContent-Type: "
+                "application/json\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n{body}"
             ).encode()
         )

@@ -13,20 +13,21 @@ them) show it as the only running request, holding no more tokens than its own. 
 DIR/fuzz.json. Bounded: --requests requests, --workers at a time, 60 s each, none sent after
 --time-limit seconds (those count as failures: the server was too slow to answer them all).
 
-The generator (`request`) also drives the CPU fuzz test of the validation layer. It leaves out values
-that are valid but slow to serve (n in the hundreds, top logprobs over the whole vocabulary, long
-generations): unit tests cover those boundaries.
+The generator (`request`) also drives the CPU fuzz test of the validation layer. It leaves out
+values that are valid but slow to serve (n in the hundreds, top logprobs over the whole vocabulary,
+long generations): unit tests cover those boundaries.
 
-v2 (--routes): generated requests (`route_case`) to every route of the route table (gpu/checks/routes.py):
-hostile fields of each route's body, /generate's batch forms and rid games, bodies that are not JSON
-objects, truncated and invalid JSON, wrong content types, junk forms, admin routes without the key,
-with a wrong one and with the key (then only bodies the route's model refuses: a valid one would act
-on the server), raw HTTP abuse on fresh connections and streamed requests cut off by the client.
-Witness requests with their own rids run alongside. PASS only if the server never dies, no answer is
-a 5xx, every request but raw abuse and cut-off ones is answered, the pool drains, a good request is
-answered and no witness is refused or aborted. With --start the server gets --admin-api-key
-fuzz-admin-key. Writes DIR/fuzz-routes.json. CPU: test/patches/test_0203_route_fuzz.py sends the same
-generator's requests through sglang's HTTP app in process.
+v2 (--routes): generated requests (`route_case`) to every route of the route table
+(gpu/checks/routes.py): hostile fields of each route's body, /generate's batch forms and rid games,
+bodies that are not JSON objects, truncated and invalid JSON, wrong content types, junk forms, admin
+routes without the key, with a wrong one and with the key (then only bodies the route's model
+refuses: a valid one would act on the server), raw HTTP abuse on fresh connections and streamed
+requests cut off by the client. Witness requests with their own rids run alongside. PASS only if the
+server never dies, no answer is a 5xx, every request but raw abuse and cut-off ones is answered, the
+pool drains, a good request is answered and no witness is refused or aborted. With --start the
+server gets --admin-api-key fuzz-admin-key. Writes DIR/fuzz-routes.json. CPU:
+test/patches/test_0203_route_fuzz.py sends the same generator's requests through sglang's HTTP app
+in process.
 
     python -m sglang_gemma4.gpu.checks.fuzz --routes --start e2b --out DIR --requests 1000
 """
@@ -166,8 +167,9 @@ CHAT = {**OPENAI, "max_completion_tokens": "count", "logprobs": "bool", "top_log
 CHEAP_MAX_TOKENS = (
     8  # every request generates at most this many tokens unless its max is a fuzzed field
 )
-# A route's output bound is never dropped from its example: without one a request may rightly generate up
-# to the context window (minutes on random weights) and the fuzzer would take that for a hung server.
+# A route's output bound is never dropped from its example: without one a request may rightly
+# generate up to the context window (minutes on random weights) and the fuzzer would take that for a
+# hung server.
 OUTPUT_BOUNDS = {
     "max_tokens",
     "max_completion_tokens",
@@ -180,8 +182,8 @@ OUTPUT_BOUNDS = {
 
 
 def _ids(rng: random.Random, vocab: int) -> list:
-    """Token ids, one of them an edge: at or beyond the vocabulary, or not an integer. Some lists are
-    huge, one longer than the vocabulary."""
+    """Token ids, one of them an edge: at or beyond the vocabulary, or not an integer. Some lists
+    are huge, one longer than the vocabulary."""
     edge = rng.choice([0, vocab - 1, vocab, vocab + 1, -1, 2**31, 2**63, 1.0, True, "5", None])
     roll = rng.random()
     size = vocab + 1 if roll < 0.03 else 5000 if roll < 0.1 else rng.choice([1, 3])
@@ -192,7 +194,8 @@ def _ids(rng: random.Random, vocab: int) -> list:
 
 
 def value(rng: random.Random, kind: str, vocab: int):
-    """A value for a field of this kind: a valid one, a boundary one or one of the wrong JSON type."""
+    """A value for a field of this kind: a valid one, a boundary one or one of the wrong JSON
+    type."""
     roll = rng.random()
     if roll < 0.15:
         # null for a count would mean "no limit": a generation to the end of the context
@@ -319,7 +322,8 @@ HOSTILE = [
 
 
 def _nested(depth: int, as_dict: bool):
-    """A value nested `depth` deep; beyond what json.dumps recurses, a marker that encode() expands."""
+    """A value nested `depth` deep; beyond what json.dumps recurses, a marker that encode()
+    expands."""
     if depth > 500:
         return f"\0deep:{depth}:{'d' if as_dict else 'l'}"
     value: object = 1
@@ -329,7 +333,8 @@ def _nested(depth: int, as_dict: bool):
 
 
 def _deep_text(depth: int) -> str:
-    """JSON text of an object nested `depth` deep, as a string field carries it (tool-call arguments)."""
+    """JSON text of an object nested `depth` deep, as a string field carries it (tool-call
+    arguments)."""
     return '{"a":' * depth + "1" + "}" * depth
 
 
@@ -556,7 +561,8 @@ def _raw_abuse(rng: random.Random, body: dict) -> tuple[bytes, dict]:
 
 
 def _form(rng: random.Random) -> tuple[bytes, dict]:
-    """A multipart form for an upload route: junk audio, fields of the wrong type, broken framing."""
+    """A multipart form for an upload route: junk audio, fields of the wrong type, broken
+    framing."""
     boundary = "fuzzboundary"
     fields = {
         "model": rng.choice(["default", "", "\xff"]),
@@ -626,9 +632,9 @@ PYDANTIC_TRUE = {"1", "true", "t", "yes", "y", "on"}
 
 
 def streams(path: str, value) -> bool:
-    """Whether a request whose `stream` field is `value` gets an event stream: /generate's request is a
-    dataclass that streams on any true value; the OpenAI-style models read it as pydantic does (true, 1,
-    "true", "yes", "on", ...; other non-booleans are refused)."""
+    """Whether a request whose `stream` field is `value` gets an event stream: /generate's request
+    is a dataclass that streams on any true value; the OpenAI-style models read it as pydantic does
+    (true, 1, "true", "yes", "on", ...; other non-booleans are refused)."""
     if path == "/generate":
         return bool(value)
     if isinstance(value, str):
@@ -786,7 +792,8 @@ def _expand_deep(match: re.Match) -> str:
 
 
 def encode(payload) -> bytes:
-    """As a client would send it: NaN and Infinity as JSON literals, lone surrogates as \\u escapes."""
+    """As a client would send it: NaN and Infinity as JSON literals, lone surrogates as \\u
+    escapes."""
     text = json.dumps(payload, allow_nan=True)
     if "deep:" in text:
         text = _DEEP_MARKER.sub(_expand_deep, text)
@@ -815,7 +822,8 @@ def _sensible(endpoint: str, answer) -> bool:
 
 
 def _error_status(answer) -> int | None:
-    """The status an answer reports in its body: an error object, or a request aborted by the server."""
+    """The status an answer reports in its body: an error object, or a request aborted by the
+    server."""
     if isinstance(answer, list):
         return max((s for s in map(_error_status, answer) if s is not None), default=None)
     if not isinstance(answer, dict):
@@ -992,16 +1000,26 @@ def run(
 
 RAW_HTTP = [  # request heads (and bodies) an HTTP parser must refuse or survive
     b"GARBAGE\r\n\r\n",
-    b'POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"text": "hi"}',  # body cut short
+    # body cut short
+    b'POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"text": "hi"}',
     b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
     b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n{}",
-    b"POST /generate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
-    b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    (
+        b"POST /generate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+        b"chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"
+    ),
+    (
+        b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: "
+        b"chunked\r\n\r\n0\r\n\r\n"
+    ),
     b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
     b"GET /health HTTP/1.1\r\nHost: x\r\nX: " + b"y" * 70000 + b"\r\n\r\n",
     b"GET /health HTTP/9.9\r\nHost: x\r\n\r\n",
     b"GET /health HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
-    b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\n\r\n\xff\xfe\x00\x01\x02",
+    (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+        b"application/json\r\nContent-Length: 5\r\n\r\n\xff\xfe\x00\x01\x02"
+    ),
     b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",  # a TLS hello on the plain port
 ]
 DISCONNECT = 0.3  # of streamed requests, this share is cut off after the first bytes
@@ -1086,14 +1104,15 @@ def classify_case(
     return "client-error" if status >= 400 else "ok"
 
 
-# The key a server the fuzzer starts is given: admin routes are sent with it, without it and with a wrong one
+# The key a server the fuzzer starts is given: admin routes are sent with it, without it and with a
+# wrong one
 ADMIN_KEY = "fuzz-admin-key"
 WITNESS = {"text": "witness", "sampling_params": {"max_new_tokens": 16, "temperature": 0}}
 
 
 class Witnesses:
-    """Good requests, each with its own rid, sent one after another while the fuzzer runs: none may be
-    refused or aborted (a request aborted by another client's request)."""
+    """Good requests, each with its own rid, sent one after another while the fuzzer runs: none may
+    be refused or aborted (a request aborted by another client's request)."""
 
     def __init__(self, url: str):
         self.url = url
@@ -1151,10 +1170,11 @@ def run_routes(
     alive=None,
     time_limit: float = 420,
 ) -> bool:
-    """Fuzzer v2 against a live server: `count` generated requests to every route of gpu/checks/routes.py
-    (raw HTTP abuse and client disconnects among them) with witnesses running. PASS: no death, no
-    answer of 5xx, no unanswered request (except raw abuse and disconnects), the KV pool drained, a
-    good request served, no witness refused or aborted. Writes out/fuzz-routes.json."""
+    """Fuzzer v2 against a live server: `count` generated requests to every route of
+    gpu/checks/routes.py (raw HTTP abuse and client disconnects among them) with witnesses running.
+    PASS: no death, no answer of 5xx, no unanswered request (except raw abuse and disconnects), the
+    KV pool drained, a good request served, no witness refused or aborted. Writes
+    out/fuzz-routes.json."""
     rng = random.Random(seed)
     plan = []
     for _ in range(count):

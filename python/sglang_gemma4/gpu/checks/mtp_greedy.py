@@ -2,30 +2,33 @@
 
     python -m sglang_gemma4.gpu.checks.mtp_greedy --out DIR [--variants 26b-a4b 31b] [--dry-run]
 
-Per variant: a reduced-layer random-weight target and an assistant draft built to agree with it part of
-the time (below), then the patched build serving the target greedy without MTP and with MTP, the same
-prompts as one batch, under a KV budget whose SWA pool the load fills. The token ids are compared
-request by request. Writes DIR/mtp-greedy.jsonl and DIR/mtp-greedy.md; exits non-zero unless every token
-matches and the logged accept length is in ACCEPT_RANGE (partial acceptance: some drafts rejected).
+Per variant: a reduced-layer random-weight target and an assistant draft built to agree with it part
+of the time (below), then the patched build serving the target greedy without MTP and with MTP, the
+same prompts as one batch, under a KV budget whose SWA pool the load fills. The token ids are
+compared request by request. Writes DIR/mtp-greedy.jsonl and DIR/mtp-greedy.md; exits non-zero
+unless every token matches and the logged accept length is in ACCEPT_RANGE (partial acceptance: some
+drafts rejected).
 
-Why the draft is constructed, not trained: a random-weight Gemma-4 (checkpoint.py's weights) repeats its
-last token forever. The current token's embedding (RMS 4 into layer 0) outweighs what four random layers
-add, and the tied LM head scores that token far above any other. A draft trained on such outputs learns
-to copy and is accepted every time, and the comparison only sees one token per request. So:
+Why the draft is constructed, not trained: a random-weight Gemma-4 (checkpoint.py's weights) repeats
+its last token forever. The current token's embedding (RMS 4 into layer 0) outweighs what four
+random layers add, and the tied LM head scores that token far above any other. A draft trained on
+such outputs learns to copy and is accepted every time, and the comparison only sees one token per
+request. So:
 
-- the target keeps its random layers but gets an untied LM head whose row succ[x] is embedding row x:
-  its greedy output walks a random permutation of the ordinary ids, x -> succ[x] -> ..., with the same
-  wide margin (bf16 noise of a verify step or another batch cannot flip a choice);
+- the target keeps its random layers but gets an untied LM head whose row succ[x] is embedding row
+x:
+  its greedy output walks a random permutation of the ordinary ids, x -> succ[x] -> ..., with the
+  same wide margin (bf16 noise of a verify step or another batch cannot flip a choice);
 - the draft sees the token it continues through the target's embedding (sglang feeds it
-  embedding[token] and the target's hidden state through pre_projection). Its pre_projection keeps the
-  token half only, and its LM head's row succ[x] points along pre_projection's image of embedding[x]
-  for the tokens x of a known set (DRAFT_AGREEMENT of the ordinary ids), random elsewhere. Its layers
-  stay random and read the target's KV as served, but add too little to move that choice. It drafts
-  succ[x] after x in the set and a random token otherwise, so a step accepts 1 + f + f^2 + f^3 tokens
-  on average (f = DRAFT_AGREEMENT): 2.53 of 4 at f = 0.7.
+  embedding[token] and the target's hidden state through pre_projection). Its pre_projection keeps
+  the token half only, and its LM head's row succ[x] points along pre_projection's image of
+  embedding[x] for the tokens x of a known set (DRAFT_AGREEMENT of the ordinary ids), random
+  elsewhere. Its layers stay random and read the target's KV as served, but add too little to move
+  that choice. It drafts succ[x] after x in the set and a random token otherwise, so a step accepts
+  1 + f + f^2 + f^3 tokens on average (f = DRAFT_AGREEMENT): 2.53 of 4 at f = 0.7.
 
-Limit: the target's choices hardly depend on the context, so KV read from a wrong page changes no token;
-such a bug shows here only if it crashes the server or turns activations into NaN.
+Limit: the target's choices hardly depend on the context, so KV read from a wrong page changes no
+token; such a bug shows here only if it crashes the server or turns activations into NaN.
 """
 
 import argparse
@@ -42,19 +45,23 @@ from sglang_gemma4.gpu.serve.variants import COMMON, assistant_text_config
 LAYERS = 4
 DRAFT_AGREEMENT = 0.7
 ACCEPT_RANGE = (1.5, 3.5)
-# Prompts cross the 1024-token sliding window; all sent at once, they need more SWA KV than the pool holds.
+# Prompts cross the 1024-token sliding window; all sent at once, they need more SWA KV than the pool
+# holds.
 PROMPT_LENGTHS = (300, 900, 1500, 2500, 4000)
 REQUESTS = 40
 NEW_TOKENS = 256
-# A full-attention pool of 32768 tokens and an SWA pool of a quarter of it: about eight requests' windows,
-# so the SWA pool fills (requests queue, and may be retracted) while the full pool still has room.
+# A full-attention pool of 32768 tokens and an SWA pool of a quarter of it: about eight requests'
+# windows, so the SWA pool fills (requests queue, and may be retracted) while the full pool still
+# has room.
 KV_FLAGS = ("--max-total-tokens", "32768", "--swa-full-tokens-ratio", "0.25")
-# decode graphs for the batches at the end of the run, eager above; no prefill graphs: a shorter start
+# decode graphs for the batches at the end of the run, eager above; no prefill graphs: a shorter
+# start
 GRAPHS = ("--cuda-graph-max-bs-decode", "8", "--cuda-graph-backend-prefill", "disabled")
 
 
 def successor(vocab_size: int, seed: int):
-    """A random permutation of the ordinary ids (the specials map to themselves): the target's next token."""
+    """A random permutation of the ordinary ids (the specials map to themselves): the target's next
+    token."""
     import torch
 
     ordinary = ordinary_ids(vocab_size)
@@ -72,13 +79,14 @@ def draft_knows(vocab_size: int, fraction: float, seed: int):
 
 
 def expected_accept_length(fraction: float, steps: int = MTP_STEPS) -> float:
-    """Tokens a verify step emits on average when each draft is right with probability `fraction`: the bonus
-    token, then the drafts up to the first wrong one."""
+    """Tokens a verify step emits on average when each draft is right with probability `fraction`:
+    the bonus token, then the drafts up to the first wrong one."""
     return sum(fraction**k for k in range(steps + 1))
 
 
 def permuted_head(embedding, succ):
-    """LM head rows: row succ[x] is embedding row x, so the target scores succ[x] highest after x."""
+    """LM head rows: row succ[x] is embedding row x, so the target scores succ[x] highest after
+    x."""
     import torch
 
     head = torch.empty_like(embedding)
@@ -87,8 +95,9 @@ def permuted_head(embedding, succ):
 
 
 def make_draft_agree_(draft, target_embedding, succ, knows) -> None:
-    """Set a (randomly initialised) transformers Gemma4AssistantForCausalLM so that after a token x of
-    `knows` it scores succ[x] highest; `target_embedding` is the target's (vocab, backbone) embedding."""
+    """Set a (randomly initialised) transformers Gemma4AssistantForCausalLM so that after a token x
+    of `knows` it scores succ[x] highest; `target_embedding` is the target's (vocab, backbone)
+    embedding."""
     import torch
 
     backbone = target_embedding.shape[1]
@@ -119,8 +128,8 @@ def read_tensor(folder: Path, name: str):
 
 
 def write_target(variant: str, out: Path, succ, seed: int, device: str):
-    """A reduced random-weight checkpoint (checkpoint.py) with an untied LM head (permuted_head); returns
-    its embedding."""
+    """A reduced random-weight checkpoint (checkpoint.py) with an untied LM head (permuted_head);
+    returns its embedding."""
     from safetensors.torch import save_file
 
     write_checkpoint(variant, out, layers=LAYERS, weights="random", seed=seed, device=device)
@@ -200,7 +209,8 @@ def generate(server: Server, batch: list[list[int]]) -> list[list[int]]:
 def first_divergence(
     reference: list[list[int]], candidate: list[list[int]]
 ) -> tuple[int, int] | None:
-    """(request, position) of the first token that differs, a missing or extra token included; None if equal."""
+    """(request, position) of the first token that differs, a missing or extra token included; None
+    if equal."""
     for request, (want, got) in enumerate(zip(reference, candidate, strict=True)):
         for position in range(max(len(want), len(got))):
             if position >= len(want) or position >= len(got) or want[position] != got[position]:
@@ -209,7 +219,8 @@ def first_divergence(
 
 
 def follows(outputs: list[list[int]], succ) -> float:
-    """The share of consecutive output tokens where the target took succ[x] after x (1.0: the head rules)."""
+    """The share of consecutive output tokens where the target took succ[x] after x (1.0: the head
+    rules)."""
     pairs = [(a, b) for out in outputs for a, b in zip(out, out[1:])]
     return sum(int(succ[a]) == b for a, b in pairs) / len(pairs) if pairs else 0.0
 
@@ -235,8 +246,8 @@ def predicted_accept_length(outputs: list[list[int]], succ, knows, steps: int = 
 
 
 def served_stats(log: str) -> dict:
-    """What the server's log says of the run: the median accept length of its decode lines (MTP only), the
-    SWA pool's peak usage and the requests retracted because the pool ran out."""
+    """What the server's log says of the run: the median accept length of its decode lines (MTP
+    only), the SWA pool's peak usage and the requests retracted because the pool ran out."""
     stats = summary(parse(log))
     return {
         "accept_len": stats.get("median_accept_len"),
@@ -258,7 +269,8 @@ def verdict(row: dict) -> bool:
 
 def table(rows: list[dict]) -> str:
     lines = [
-        "| variant | requests | tokens compared | first divergence (request, position) | accept length (log; "
+        "| variant | requests | tokens compared | first divergence (request, position) | "
+        "accept length (log; "
         "predicted) | SWA pool peak (off; on) | retracted (off; on) | pass |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -271,23 +283,28 @@ def table(rows: list[dict]) -> str:
         )
         lines.append(
             f"| {r['variant']} | {r['requests']} | {r['tokens_compared']} | {where} | "
-            f"{r['accept_len']}; {r['predicted_accept_len']:.2f} | {r['peak_swa_token_usage_off']:.2f}; "
-            f"{r['peak_swa_token_usage']:.2f} | {r['retracted_reqs_off']:g}; {r['retracted_reqs']:g} | "
+            f"{r['accept_len']}; {r['predicted_accept_len']:.2f} | "
+            f"{r['peak_swa_token_usage_off']:.2f}; "
+            f"{r['peak_swa_token_usage']:.2f} | {r['retracted_reqs_off']:g}; "
+            f"{r['retracted_reqs']:g} | "
             f"{'yes' if verdict(r) else 'NO'} |"
         )
     low, high = ACCEPT_RANGE
     return "\n".join(lines) + (
-        f"\n\nPASS: every token of greedy decoding with MTP equals greedy decoding without it, and the accept length "
-        f"the server logged is in [{low}, {high}] of {MTP_STEPS + 1} (the draft agrees with the target on "
-        f"{DRAFT_AGREEMENT:.0%} of the tokens: expected {expected_accept_length(DRAFT_AGREEMENT):.2f}).\n"
+        "\n\nPASS: every token of greedy decoding with MTP equals greedy decoding "
+        "without it, and the accept length "
+        f"the server logged is in [{low}, {high}] of {MTP_STEPS + 1} (the draft agrees "
+        "with the target on "
+        f"{DRAFT_AGREEMENT:.0%} of the tokens: expected "
+        f"{expected_accept_length(DRAFT_AGREEMENT):.2f}).\n"
     )
 
 
 def servers(
     variant: str, target: Path, draft: Path, out: Path, env: dict | None = None
 ) -> tuple[Server, Server]:
-    """The patched build serving the target greedy without MTP, then with the draft (both with `env`, e.g. an
-    opt-in switch)."""
+    """The patched build serving the target greedy without MTP, then with the draft (both with
+    `env`, e.g. an opt-in switch)."""
     flags, env = [*KV_FLAGS, *GRAPHS], env or {}
     return (
         Server(
@@ -312,8 +329,8 @@ def servers(
 
 
 def build(variant: str, checkpoints: Path, seed: int):
-    """The target and its agreeing draft under `checkpoints` (VARIANT, VARIANT-assistant): (target, draft,
-    succ, knows)."""
+    """The target and its agreeing draft under `checkpoints` (VARIANT, VARIANT-assistant): (target,
+    draft, succ, knows)."""
     import torch
 
     target, draft = checkpoints / variant, checkpoints / f"{variant}-assistant"

@@ -1,6 +1,7 @@
 """The OpenAI API as users drive it: the official `openai` Python client against a server.
 
-    python -m sglang_gemma4.gpu.checks.openai_suite --url http://127.0.0.1:30000 [--images] [--api-key K] [--out DIR]
+    python -m sglang_gemma4.gpu.checks.openai_suite --url http://127.0.0.1:30000 [--images]
+        [--api-key K] [--out DIR]
     python -m sglang_gemma4.gpu.checks.openai_suite --start VARIANT --out DIR [--dry-run]
     python -m sglang_gemma4.gpu.checks.openai_suite --start-images VARIANT --out DIR [--dry-run]
 
@@ -9,21 +10,23 @@ schema, regex and EBNF output, stop, max_tokens, usage, refused requests) and as
 model's answer must satisfy: greedy streams equal greedy answers, constrained output parses and
 follows its schema, usage adds up, refusals arrive as the client's exception classes. The schemas
 are bounded (enums, booleans, short arrays), so that a model with dummy or random weights still
-finishes each answer. test/gpu/checks/test_openai_suite.py runs the same checks in CI against sglang's
-HTTP app in process, with the scheduler replaced by a stub.
+finishes each answer. test/gpu/checks/test_openai_suite.py runs the same checks in CI against
+sglang's HTTP app in process, with the scheduler replaced by a stub.
 
 --start serves VARIANT (26b-a4b or 31b) as mtp_greedy.py builds it: a reduced random-weight target
-and an assistant draft that agrees with it on part of the tokens, so that MTP accepts some drafts and
-rejects others for real. (sglang's simulated acceptance, which the benchmarks use on dummy weights,
-emits a fixed token id instead of the verified ones: no output of it can be compared.) It runs every
-check without MTP, then with it: the greedy constrained answers (JSON schema, forced tool call, regex,
-EBNF) must be the same both times. Writes DIR/openai-suite.json and DIR/openai-suite.md, with the
-accept length the MTP server logged; exits non-zero unless every check passed on both.
+and an assistant draft that agrees with it on part of the tokens, so that MTP accepts some drafts
+and rejects others for real. (sglang's simulated acceptance, which the benchmarks use on dummy
+weights, emits a fixed token id instead of the verified ones: no output of it can be compared.) It
+runs every check without MTP, then with it: the greedy constrained answers (JSON schema, forced tool
+call, regex, EBNF) must be the same both times. Writes DIR/openai-suite.json and
+DIR/openai-suite.md, with the accept length the MTP server logged; exits non-zero unless every check
+passed on both.
 
 --images (with --url, a server started with the preset's --multimodal) adds an image question and
 bad media (broken base64, a non-image, a truncated image, a decompression bomb, a remote URL, a
-server path), each of which must be refused with 400. --start-images serves VARIANT so (a config-only
-Gemma4ForConditionalGeneration checkpoint, dummy weights) and runs chat and those checks.
+server path), each of which must be refused with 400. --start-images serves VARIANT so (a
+config-only Gemma4ForConditionalGeneration checkpoint, dummy weights) and runs chat and those
+checks.
 """
 
 import argparse
@@ -92,8 +95,8 @@ GREEDY = {"temperature": 0}
 
 @dataclass
 class Run:
-    """One pass of the checks against one server: each check's outcome and the answers compared across
-    servers (the greedy constrained ones)."""
+    """One pass of the checks against one server: each check's outcome and the answers compared
+    across servers (the greedy constrained ones)."""
 
     outcomes: dict = field(default_factory=dict)  # check -> None (passed) or the failure
     answers: dict = field(default_factory=dict)  # name -> greedy constrained output
@@ -147,7 +150,8 @@ def follows(value, schema: dict) -> None:
     jsonschema.validate(value, schema)
 
 
-# --- the checks: each takes (client, model, run) and raises AssertionError (or the client's error) ---
+# --- the checks: each takes (client, model, run) and raises AssertionError (or the client's error)
+# ---
 
 
 def chat(client, model, run):
@@ -205,7 +209,8 @@ def logprobs(client, model, run):
 
 
 def forced_tool_call(client, model, run):
-    # one call (parallel_tool_calls off bounds the array the grammar allows), whatever the weights choose
+    # one call (parallel_tool_calls off bounds the array the grammar allows), whatever the weights
+    # choose
     request = dict(
         model=model,
         messages=WEATHER,
@@ -486,8 +491,9 @@ def report(runs: dict[str, Run], diffs: list[str] | None) -> str:
 
 
 def start_and_run(variant: str, out: Path, checkpoints: Path, seed: int, dry_run: bool) -> int:
-    """mtp_greedy's reduced random-weight target and its agreeing draft (real, partial acceptance), served
-    without MTP and then with it; every check on each, then the greedy constrained answers compared."""
+    """mtp_greedy's reduced random-weight target and its agreeing draft (real, partial acceptance),
+    served without MTP and then with it; every check on each, then the greedy constrained answers
+    compared."""
     from sglang_gemma4.gpu.checks import mtp_greedy
 
     target, draft = (
@@ -508,7 +514,8 @@ def start_and_run(variant: str, out: Path, checkpoints: Path, seed: int, dry_run
             started = time.monotonic()
             runs[name] = run_checks(client_for(server.url))
             print(
-                f"openai-suite: {variant} {name}: {sum(v is None for v in runs[name].outcomes.values())}/"
+                f"openai-suite: {variant} {name}: "
+                f"{sum(v is None for v in runs[name].outcomes.values())}/"
                 f"{len(runs[name].outcomes)} checks passed in {time.monotonic() - started:.0f} s",
                 flush=True,
             )
@@ -542,8 +549,9 @@ def start_and_run(variant: str, out: Path, checkpoints: Path, seed: int, dry_run
 
 
 def start_images(variant: str, out: Path, checkpoints: Path, dry_run: bool) -> int:
-    """VARIANT as Gemma4ForConditionalGeneration with the preset's towers on (config-only checkpoint, dummy
-    weights: nothing here compares answers): chat, an image question, bad media refused with 400."""
+    """VARIANT as Gemma4ForConditionalGeneration with the preset's towers on (config-only
+    checkpoint, dummy weights: nothing here compares answers): chat, an image question, bad media
+    refused with 400."""
     from sglang_gemma4.gpu import REPO
     from sglang_gemma4.gpu.serve.presets import MULTIMODAL, SMALL_GRAPHS
     from sglang_gemma4.gpu.serve.server import Server
@@ -590,7 +598,10 @@ def main(argv: list[str] | None = None) -> int:
         "--start-images",
         metavar="VARIANT",
         choices=["e2b", "e4b", "26b-a4b", "31b"],
-        help="serve VARIANT with the preset's --multimodal (dummy weights): chat and the image checks",
+        help=(
+            "serve VARIANT with the preset's --multimodal (dummy weights): chat and the "
+            "image checks"
+        ),
     )
     p.add_argument(
         "--images",

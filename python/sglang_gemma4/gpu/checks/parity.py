@@ -1,7 +1,8 @@
 """Parity: greedy next token and log-probabilities of sglang (pristine and patched) against
 transformers' own Gemma-4 on the same random weights and prompts.
 
-    python -m sglang_gemma4.gpu.checks.parity --out DIR [--variants e2b e4b 26b-a4b 31b] [--builds ...]
+    python -m sglang_gemma4.gpu.checks.parity --out DIR [--variants e2b e4b 26b-a4b 31b]
+        [--builds ...]
         [--arch causal|conditional] [--server-flags "--tp-size 2 ..."]
 
 Per variant: write a reduced-layer random-weight checkpoint (checkpoint.py), run transformers'
@@ -172,7 +173,8 @@ def checkpoint_dir(args: argparse.Namespace, variant: str) -> Path:
 def servers(
     variant: str, model_dir: Path, args: argparse.Namespace, out: Path
 ) -> list[tuple[str, Server]]:
-    """(build, server) for each build compared on `variant`; "-eager" builds run without CUDA graphs."""
+    """(build, server) for each build compared on `variant`; "-eager" builds run without CUDA
+    graphs."""
     chosen = []
     for build in args.builds + (["patched-eager"] if variant in args.eager_variants else []):
         eager = build.endswith("-eager")
@@ -285,7 +287,10 @@ def main() -> int:
             ok &= passed
             record({**common, "build": build, **result, "passed": passed})
     table = [
-        "| variant | layers | build | top-1 agreement | max abs dlogprob (ref top 20) | top-20 overlap | bound | pass |",
+        (
+            "| variant | layers | build | top-1 agreement | max abs dlogprob (ref top 20) | "
+            "top-20 overlap | bound | pass |"
+        ),
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -296,8 +301,10 @@ def main() -> int:
             f">= {r['bound']['top1_agreement']}, <= {r['bound']['max_abs_dlogprob']} | {verdict} |"
         )
     rule = (
-        f"Reference: transformers float32 on the checkpoint's bf16 weights, {STEPS} greedy steps per prompt. "
-        f"A build passes with top-1 agreement >= transformers-bf16's minus one prompt and max |dlogprob| <= "
+        f"Reference: transformers float32 on the checkpoint's bf16 weights, {STEPS} "
+        "greedy steps per prompt. "
+        "A build passes with top-1 agreement >= transformers-bf16's minus one prompt and "
+        "max |dlogprob| <= "
         f"{NOISE_FACTOR} x transformers-bf16's + {NOISE_SLACK}."
     )
     (out / "parity.md").write_text("\n".join(table) + f"\n\n{rule}\n")

@@ -1,10 +1,11 @@
 """Crash repros (crash_repro/NAME/): does one bad request take a build's server down?
 
-    python -m sglang_gemma4.gpu.checks.repro --case NAME --build pristine|patched --out DIR [--variant e2b]
+    python -m sglang_gemma4.gpu.checks.repro --case NAME --build pristine|patched --out DIR
+        [--variant e2b]
 
 Starts the build's server (config-only checkpoint, dummy weights, no CUDA graphs: a fast start),
-sends the case's request (to /generate or the case's route), then a good one.  Prints one JSON line: the bad request's status and
-whether the server still answers.  Exit 0 when it survives.
+sends the case's request (to /generate or the case's route), then a good one.  Prints one JSON line:
+the bad request's status and whether the server still answers.  Exit 0 when it survives.
 """
 
 import argparse
@@ -17,11 +18,15 @@ from sglang_gemma4.gpu.serve.presets import NO_GRAPHS
 from sglang_gemma4.gpu.serve.server import Server, http_json
 
 VOCAB = 262144
-CASES = {  # name: raw body (bytes, so that non-standard JSON such as NaN goes as sent) for /generate, or (route, body)
+# name: raw body (bytes, so that non-standard JSON such as NaN goes as sent) for /generate, or
+# (route, body)
+CASES = {
     "out-of-vocab-input-ids": json.dumps(
         {"input_ids": [2, 100, VOCAB + 7], "sampling_params": {"max_new_tokens": 4}}
     ).encode(),
-    "nan-temperature": b'{"text": "hi", "sampling_params": {"temperature": NaN, "max_new_tokens": 4}}',
+    "nan-temperature": (
+        b'{"text": "hi", "sampling_params": {"temperature": NaN, "max_new_tokens": 4}}'
+    ),
     "huge-top-logprobs": json.dumps(
         {
             "text": "hi",
@@ -31,8 +36,10 @@ CASES = {  # name: raw body (bytes, so that non-standard JSON such as NaN goes a
         }
     ).encode(),
     # sampled (temperature > 0): the bias reaches the softmax
-    "nan-logit-bias": b'{"text": "hi", "sampling_params": {"temperature": 0.7, "logit_bias": {"17": NaN}, '
-    b'"max_new_tokens": 4}}',
+    "nan-logit-bias": (
+        b'{"text": "hi", "sampling_params": {"temperature": 0.7, "logit_bias": {"17": NaN}, '
+        b'"max_new_tokens": 4}}'
+    ),
     # xgrammar's regex converter reads past a pattern that starts with NUL: SIGSEGV in the scheduler
     "grammar-leading-nul": json.dumps(
         {"text": "hi", "sampling_params": {"max_new_tokens": 4, "regex": "\x00"}}

@@ -1,16 +1,16 @@
-"""Every route that sglang's HTTP app (sglang.srt.entrypoints.http_server.app) registers, one entry per
-(method, path), with its class:
+"""Every route that sglang's HTTP app (sglang.srt.entrypoints.http_server.app) registers, one entry
+per (method, path), with its class:
 
 - public: a client's route. `body` names the model FastAPI reads the JSON body into (None: the route
-  takes no body; "multipart": a form; "websocket"), `example` is a valid body and `fields` the kind of
-  value each field takes (the kinds of gpu/checks/fuzz.py's `value`), which the fuzzer varies.
+  takes no body; "multipart": a form; "websocket"), `example` is a valid body and `fields` the kind
+  of value each field takes (the kinds of gpu/checks/fuzz.py's `value`), which the fuzzer varies.
 - admin: administration or debugging (weights, tensors, NCCL groups, pause/continue, abort, flush
   cache, profiling, dump folders, logging...): off by default, open only with the admin API key.
 
 test/patches/test_0200_route_table.py fails when the app registers a route this table lacks or the
 table names one the app lacks (a route added or removed upstream is noticed at rebase), and when a
-field named here is not a field of the route's body model. The fuzzer (gpu/checks/fuzz.py) sends generated
-requests to every route in it.
+field named here is not a field of the route's body model. The fuzzer (gpu/checks/fuzz.py) sends
+generated requests to every route in it.
 """
 
 from dataclasses import dataclass, field
@@ -412,9 +412,9 @@ def admin() -> list[Route]:
 
 
 def registered(app) -> set[tuple[str, str]]:
-    """(method, path) of every route `app` (a FastAPI app) registers, included routers' too. HEAD is left
-    out where GET serves the path (Starlette answers HEAD with the GET route); a websocket route's
-    method is WEBSOCKET."""
+    """(method, path) of every route `app` (a FastAPI app) registers, included routers' too. HEAD is
+    left out where GET serves the path (Starlette answers HEAD with the GET route); a websocket
+    route's method is WEBSOCKET."""
     pairs = set()
 
     def walk(routes, prefix=""):

@@ -4,14 +4,15 @@ limits, -inf, -inf on every token but the one the min-new-tokens penalizer also 
 huge repetition penalties, additive penalties past +-2, temperatures from 1e-6 up, top-p/top-k/min-p
 at their edges, and their combinations; streaming and not, on /generate and the OpenAI routes.
 
-    python -m sglang_gemma4.gpu.checks.sampling_fuzz --start e2b --out DIR [--requests 400] [--seed N]
+    python -m sglang_gemma4.gpu.checks.sampling_fuzz --start e2b --out DIR [--requests 400]
+        [--seed N]
     python -m sglang_gemma4.gpu.checks.sampling_fuzz --url URL --log SERVER_LOG --out DIR ...
 
 Each round sends --workers requests at once, half of them good (an ordinary prompt, temperature 0,
 0.7 or 1), so that the scheduler batches them with the hostile ones. PASS only if no answer is a 5xx
 or missing, every good request is answered 2xx with a sensible body, the server never dies, and
-afterwards the KV pool has drained and a probe request is answered (gpu/checks/fuzz.py's probe). Writes
-DIR/sampling_fuzz.json, with the slowest good answer.
+afterwards the KV pool has drained and a probe request is answered (gpu/checks/fuzz.py's probe).
+Writes DIR/sampling_fuzz.json, with the slowest good answer.
 """
 
 import math
@@ -63,7 +64,8 @@ def logit_bias(rng: random.Random, vocab: int) -> tuple[dict, dict]:
     banned = {str(i): -math.inf for i in range(vocab)}
     if form == "all":
         return banned, {}
-    # the one token left is a stop token that min_new_tokens also bans: a row of -inf after the penalizer
+    # the one token left is a stop token that min_new_tokens also bans: a row of -inf after the
+    # penalizer
     kept = rng.randrange(vocab)
     del banned[str(kept)]
     return banned, {"stop_token_ids": [kept], "min_new_tokens": 4}
@@ -129,7 +131,8 @@ def as_request(rng: random.Random, sampling: dict) -> tuple[str, dict]:
 def rounds(
     rng: random.Random, count: int, vocab: int, width: int
 ) -> list[list[tuple[str, str, dict]]]:
-    """`count` requests as (kind, endpoint, payload) in rounds of `width`, good and hostile alternating."""
+    """`count` requests as (kind, endpoint, payload) in rounds of `width`, good and hostile
+    alternating."""
     cases = []
     for i in range(count):
         kind = "good" if i % 2 == 0 else "hostile"

@@ -1,6 +1,7 @@
 """Smoke check: each variant's server comes up, answers /generate and /v1/chat/completions.
 
-    python -m sglang_gemma4.gpu.checks.smoke --out DIR [--build pristine|patched] [--variants ...] [--mtp]
+    python -m sglang_gemma4.gpu.checks.smoke --out DIR [--build pristine|patched] [--variants ...]
+        [--mtp]
         [--env KEY=VALUE ...] [-- extra flags]
 
 Writes DIR/smoke.jsonl (one record per server) and DIR/<variant>-<build>.log; prints a table.
@@ -41,8 +42,8 @@ def check(server: Server) -> dict:
     record["generate_ids"] = answer.get("output_ids", [])[:8]
     if server.mtp:
         meta = answer.get("meta_info", {})
-        # the accept length the server reports for this request: its 16 tokens take a few decode steps, and
-        # the scheduler logs a decode line (with its accept length) every 40
+        # the accept length the server reports for this request: its 16 tokens take a few decode
+        # steps, and the scheduler logs a decode line (with its accept length) every 40
         record["spec_verify_ct"] = meta.get("spec_verify_ct")
         record["spec_accept_length"] = meta.get("spec_accept_length")
         problem = full_acceptance_problem(record["spec_accept_length"])
@@ -111,12 +112,17 @@ def main() -> int:
     if args.dry_run:
         return 0
     print(
-        "\n| variant | build | ready s | /generate | chat | full pool | swa pool |\n|---|---|---|---|---|---|---|"
+        (
+            "\n| variant | build | ready s | /generate | chat | full pool | swa pool "
+            "|\n|---|---|---|---|---|---|---|"
+        )
     )
     for r in records:
         print(
-            f"| {r['variant']} | {r['build']} | {r.get('ready_s', 'FAIL')} | {r.get('generate', '-')} "
-            f"({r.get('generate_tokens', '-')}) | {r.get('chat', '-')} | {r.get('full_layer_tokens', '-')} | "
+            f"| {r['variant']} | {r['build']} | {r.get('ready_s', 'FAIL')} | "
+            f"{r.get('generate', '-')} "
+            f"({r.get('generate_tokens', '-')}) | {r.get('chat', '-')} | "
+            f"{r.get('full_layer_tokens', '-')} | "
             f"{r.get('swa_layer_tokens', '-')} |"
         )
     return (

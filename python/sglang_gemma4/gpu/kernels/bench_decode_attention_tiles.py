@@ -1,7 +1,8 @@
-"""Triton decode attention on Gemma-4 shapes (issue #10's batch-1 lead): the grouped stage-1 kernel's
-tile and the number of KV splits against what sglang ships, on the GPU this runs on.
+"""Triton decode attention on Gemma-4 shapes (issue #10's batch-1 lead): the grouped stage-1
+kernel's tile and the number of KV splits against what sglang ships, on the GPU this runs on.
 
-    python -m sglang_gemma4.gpu.kernels.bench_decode_attention_tiles --out DIR [--batches 1 4 16 64] [--contexts 256 2000 8000]
+    python -m sglang_gemma4.gpu.kernels.bench_decode_attention_tiles --out DIR
+        [--batches 1 4 16 64] [--contexts 256 2000 8000]
 
 One decode step of one layer (stage 1 over KV splits, then stage 2's reduction), 26B-A4B's heads
 (16 query heads; sliding layers: 8 KV heads x 256 over at most the 1024-token window, as the triton
@@ -102,7 +103,8 @@ def decode_step(data: dict, block_n: int, warps: int, stages: int) -> torch.Tens
 
 
 def launch_setting(item: tuple) -> None:
-    """One launch of a (layer, setting) on a small case, so that its kernels land in Triton's cache."""
+    """One launch of a (layer, setting) on a small case, so that its kernels land in Triton's
+    cache."""
     layer, (block_n, warps, stages, splits) = item
     decode_step(step_inputs(1, 256, layer, splits), block_n, warps, stages)
 
@@ -130,7 +132,8 @@ def main() -> int:
     lines = [
         f"# Decode attention (one layer, stage 1 + 2) on {gpu}",
         "",
-        "| batch | context | layer | shipped (BLOCK_N, warps, stages, splits) us | best setting | us | "
+        "| batch | context | layer | shipped (BLOCK_N, warps, stages, splits) us | best "
+        "setting | us | "
         "speed-up | max rel err |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -164,8 +167,10 @@ def main() -> int:
             )
             shipped, best = rows[GRID.index(SHIPPED)], fastest_match(rows)
             lines.append(
-                f"| {batch} | {context} | {layer} | {shipped['us']:.1f} | {tuple(best['setting'])} | "
-                f"{best['us']:.1f} | {shipped['us'] / best['us']:.2f}x | {best['max_rel_err']:.1e} |"
+                f"| {batch} | {context} | {layer} | {shipped['us']:.1f} | "
+                f"{tuple(best['setting'])} | "
+                f"{best['us']:.1f} | {shipped['us'] / best['us']:.2f}x | "
+                f"{best['max_rel_err']:.1e} |"
             )
             print(lines[-1], flush=True)
     (out / "decode_tiles.md").write_text("\n".join(lines) + "\n")

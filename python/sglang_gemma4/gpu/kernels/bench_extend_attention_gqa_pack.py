@@ -1,9 +1,11 @@
-"""Long-prefill extend attention on Gemma-4's full layers (patch 0105): the old kernel (one program per
-query head, 0100's Hopper tile) against the packed kernel (one program per KV head's query-head
+"""Long-prefill extend attention on Gemma-4's full layers (patch 0105): the old kernel (one program
+per query head, 0100's Hopper tile) against the packed kernel (one program per KV head's query-head
 group) with each tile of its table, on the GPU this runs on.
 
-    python -m sglang_gemma4.gpu.kernels.bench_extend_attention_gqa_pack --out DIR [--prefixes 0 32768 65536 122880]
-        [--chunk 8192] [--models 26B-A4B 31B] [--kv-dtypes bf16 fp8] [--tiles NAME ...] [--repeats 3]
+    python -m sglang_gemma4.gpu.kernels.bench_extend_attention_gqa_pack --out DIR
+        [--prefixes 0 32768 65536 122880]
+        [--chunk 8192] [--models 26B-A4B 31B] [--kv-dtypes bf16 fp8] [--tiles NAME ...] [--repeats
+        3]
 
 One layer's prefill chunk: one request's --chunk new tokens (bf16 q/k/v) after a cached prefix,
 causal, head dim 512, softmax scale 0.125 (logits of std ~2.8 on these unit-normal inputs: neither
@@ -75,7 +77,8 @@ def inputs(
 
 
 def old_kernel(data: dict, out: torch.Tensor) -> None:
-    """extend_attention_fwd with the packed kernel switched off: what the backend ran before 0105."""
+    """extend_attention_fwd with the packed kernel switched off: what the backend ran before
+    0105."""
     previous = os.environ.get(SWITCH)
     os.environ[SWITCH] = "0"
     try:
@@ -148,7 +151,8 @@ def measure_case(
     timer=cuda_ms,
     **input_kwargs,
 ) -> list[dict]:
-    """One row per tile: old and packed ms, their ratio, the packed output's difference from the old one."""
+    """One row per tile: old and packed ms, their ratio, the packed output's difference from the old
+    one."""
     data = inputs(model, kv_dtype, prefix, chunk, **input_kwargs)
     old_out = torch.empty_like(data["q"])
     old_ms = timer(lambda: old_kernel(data, old_out), repeats)
@@ -199,8 +203,10 @@ def table_row(r: dict) -> str:
             f"{r['old_ms']:.2f} | failed: {r['error']} | | | |"
         )
     return (
-        f"| {r['model']} | {r['kv_dtype']} | {r['prefix']} | {r['tile']} {r['tile_shape']} | {r['old_ms']:.2f} | "
-        f"{r['packed_ms']:.2f} | {r['speedup']:.2f}x | {r['max_abs_diff']:.1e} | {r['max_rel_diff']:.1e} |"
+        f"| {r['model']} | {r['kv_dtype']} | {r['prefix']} | {r['tile']} "
+        f"{r['tile_shape']} | {r['old_ms']:.2f} | "
+        f"{r['packed_ms']:.2f} | {r['speedup']:.2f}x | {r['max_abs_diff']:.1e} | "
+        f"{r['max_rel_diff']:.1e} |"
     )
 
 
@@ -228,11 +234,15 @@ def main() -> int:
         f"# Extend attention, full layer (head dim {HEAD_DIM}), 1 x {args.chunk} new tokens, on "
         f"{torch.cuda.get_device_name()}",
         "",
-        "old: one program per query head (0100's Hopper tile); packed: one per KV head's group, tile "
+        "old: one program per query head (0100's Hopper tile); packed: one per KV head's "
+        "group, tile "
         "(rows, BLOCK_N, warps, stages); ms per call, median of "
         f"{args.repeats}",
         "",
-        "| layer | KV | prefix | packed tile | old ms | packed ms | old/packed | max abs diff | rel |",
+        (
+            "| layer | KV | prefix | packed tile | old ms | packed ms | old/packed | max abs "
+            "diff | rel |"
+        ),
         "|---|---|---|---|---|---|---|---|---|",
     ]
     print("\n".join(lines), flush=True)
@@ -245,7 +255,10 @@ def main() -> int:
         torch.cuda.empty_cache()
     verdict = "ok" if worst <= MAX_REL_DIFF else f"FAIL: over {MAX_REL_DIFF}"
     lines.append(
-        f"\nworst packed vs old difference over the old output's largest value: {worst:.1e} ({verdict})"
+        (
+            "\nworst packed vs old difference over the old output's largest value: "
+            f"{worst:.1e} ({verdict})"
+        )
     )
     print(lines[-1])
     (out / "gqa_pack.md").write_text("\n".join(lines) + "\n")

@@ -1,7 +1,8 @@
 """Triton extend-attention tiles on Gemma-4 shapes (issue #8 part 3): kernel time of every tile in a
 grid against the tile sglang ships, on the GPU this runs on.
 
-    python -m sglang_gemma4.gpu.kernels.bench_extend_attention_tiles --out DIR [--cases NAME ...] [--rep-ms 25]
+    python -m sglang_gemma4.gpu.kernels.bench_extend_attention_tiles --out DIR [--cases NAME ...]
+        [--rep-ms 25]
 
 Shapes: 26B-A4B/31B attention heads (16 query heads; sliding layers 8 KV heads x 256 with window
 1024, full layers 2 KV heads x 512), causal, no custom mask; cases: prefill bs 1 x 8192 and bs 1 x
@@ -9,9 +10,10 @@ Shapes: 26B-A4B/31B attention heads (16 query heads; sliding layers 8 KV heads x
 of 64, 1000 and 8000.  A tile is (BLOCK_M, BLOCK_N, num_warps, num_stages): the tile function is
 replaced for the grid and the launch's num_stages overridden, so the shipped kernel runs unchanged.
 Kernels are compiled first in --jobs worker processes (Triton's on-disk cache then serves the
-timing pass, which would otherwise compile ~150 kernels one after another).  Each tile's output is compared with the unforced shipped launch's (max relative error); tiles the GPU cannot
-run (out of shared memory or registers) are recorded as such.  Writes DIR/tiles.jsonl and
-DIR/tiles.md (per case: shipped tile and time, best tile and time, speed-up).
+timing pass, which would otherwise compile ~150 kernels one after another).  Each tile's output is
+compared with the unforced shipped launch's (max relative error); tiles the GPU cannot run (out of
+shared memory or registers) are recorded as such.  Writes DIR/tiles.jsonl and DIR/tiles.md (per
+case: shipped tile and time, best tile and time, speed-up).
 """
 
 import argparse
@@ -140,8 +142,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main() -> int:
     args = parser().parse_args()
-    # On a build with patch 0100, its own Hopper tiles would override the tiles forced here (set here, not
-    # at import, which must not change the importer's kernels; the compile workers inherit it).
+    # On a build with patch 0100, its own Hopper tiles would override the tiles forced here (set
+    # here, not at import, which must not change the importer's kernels; the compile workers inherit
+    # it).
     os.environ["SGLANG_OPT_HOPPER_EXTEND_ATTENTION_TILES"] = "0"
     print(f"compiling {len(LAYERS) * (len(GRID) + 1)} kernels in {args.jobs} processes", flush=True)
     compile_ahead(
@@ -155,7 +158,10 @@ def main() -> int:
     lines = [
         f"# Extend-attention tiles on {gpu}",
         "",
-        "| case | layer | shipped tile (M, N, warps, stages) | us | best tile | us | speed-up | max rel err |",
+        (
+            "| case | layer | shipped tile (M, N, warps, stages) | us | best tile | us | "
+            "speed-up | max rel err |"
+        ),
         "|---|---|---|---|---|---|---|---|",
     ]
     with open(out / "tiles.jsonl", "w") as f:
@@ -163,7 +169,8 @@ def main() -> int:
             batch, new, prefix = CASES[case]
             data = inputs(batch, new, prefix, kv_heads, dim)
             reference = run(data, window)
-            # The shipped tile is timed through the same forced launch as the grid: equal Python overhead.
+            # The shipped tile is timed through the same forced launch as the grid: equal Python
+            # overhead.
             results = measure_all(
                 (
                     (

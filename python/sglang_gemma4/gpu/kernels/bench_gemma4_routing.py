@@ -1,5 +1,5 @@
-"""Gemma-4 MoE routing, one Triton launch (sglang's gemma4_fused_routing, upstream since 0.5.17; once
-patch 0020) vs the torch ops it replaces, on the GPU.
+"""Gemma-4 MoE routing, one Triton launch (sglang's gemma4_fused_routing, upstream since 0.5.17;
+once patch 0020) vs the torch ops it replaces, on the GPU.
 
     python -m sglang_gemma4.gpu.run routing --out DIR    (in the patched build's environment)
 

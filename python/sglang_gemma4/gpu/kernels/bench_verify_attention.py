@@ -1,7 +1,8 @@
 """The MTP target verify's attention on Gemma-4 shapes (patch 0175): extend_attention_fwd, which the
 triton backend ran it through, against the grouped split-KV kernel, on the GPU this runs on.
 
-    python -m sglang_gemma4.gpu.kernels.bench_verify_attention --out DIR [--batches 1 4 16 32] [--prefixes 200 1500 8000]
+    python -m sglang_gemma4.gpu.kernels.bench_verify_attention --out DIR [--batches 1 4 16 32]
+        [--prefixes 200 1500 8000]
 
 One layer's verify: each request's 4 draft tokens (a top-k 1 chain) over its cached prefix, as the
 backend hands it (a sliding layer: the window's last 1023 positions), bf16, KV rows scattered in the
@@ -144,9 +145,13 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     lines = [
-        f"# MTP verify attention, one layer, {CHAIN} draft tokens a request, on {torch.cuda.get_device_name()}",
+        (
+            f"# MTP verify attention, one layer, {CHAIN} draft tokens a request, on "
+            f"{torch.cuda.get_device_name()}"
+        ),
         "",
-        "| layer | batch | prefix | extend us | grouped us | speed-up | splits | max abs err extend | "
+        "| layer | batch | prefix | extend us | grouped us | speed-up | splits | max abs "
+        "err extend | "
         "grouped |",
         "|---|---|---|---|---|---|---|---|---|",
     ]

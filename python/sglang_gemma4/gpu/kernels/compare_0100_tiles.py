@@ -1,6 +1,7 @@
-"""Patch 0100's Hopper extend-attention tiles against the tile sglang ships, read from the tiles.jsonl
-files that bench_extend_attention_tiles writes (one per GPU): per case and layer the shipped tile's
-time, 0100's tile's time and max relative error, and their ratio; one column group per file.
+"""Patch 0100's Hopper extend-attention tiles against the tile sglang ships, read from the
+tiles.jsonl files that bench_extend_attention_tiles writes (one per GPU): per case and layer the
+shipped tile's time, 0100's tile's time and max relative error, and their ratio; one column group
+per file.
 
     python -m sglang_gemma4.gpu.kernels.compare_0100_tiles H100/tiles.jsonl H200/tiles.jsonl
 

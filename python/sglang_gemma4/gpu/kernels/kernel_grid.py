@@ -1,6 +1,6 @@
-"""Shared by the kernel-grid benchmarks (gpu/bench_*_tiles.py, sglang_gemma4.gpu.kernels.tune_gemma4_moe): the
-candidates compiled ahead in worker processes, one candidate's difference and time, and the fastest
-candidate whose output matches."""
+"""Shared by the kernel-grid benchmarks (gpu/bench_*_tiles.py,
+sglang_gemma4.gpu.kernels.tune_gemma4_moe): the candidates compiled ahead in worker processes, one
+candidate's difference and time, and the fastest candidate whose output matches."""
 
 import functools
 import json

@@ -1,17 +1,19 @@
-"""Tune sglang's Triton fused-MoE kernel config for a Gemma-4 MoE shape on this GPU (issue #10 part 2).
+"""Tune sglang's Triton fused-MoE kernel config for a Gemma-4 MoE shape on this GPU (issue #10 part
+2).
 
-    python -m sglang_gemma4.gpu.kernels.tune_gemma4_moe --out DIR [--variant 26b-a4b] [--tp 1] [--batch-sizes 1 2 4 ...]
+    python -m sglang_gemma4.gpu.kernels.tune_gemma4_moe --out DIR [--variant 26b-a4b] [--tp 1]
+        [--batch-sizes 1 2 4 ...]
         [--grid quick|full|decode] [--repeats 20] [--share-within 0.02 | --per-gemm] [--jobs 8]
 
 For each batch size, sglang's own `fused_experts` (both expert GEMMs and the activation, bf16, top-k
 routing drawn uniformly at random) runs under each candidate kernel config, replayed from a CUDA
 graph; the fastest config wins, or with --share-within F the fewest configs that keep every batch
 size within F of its fastest (each distinct config is one more Triton compile when a server
-captures its CUDA graphs: issue #10's cold start). sglang's current choice is timed the same way (for Triton 3.6 it
-falls back to the 3.5.1 file, with a warning). Writes
+captures its CUDA graphs: issue #10's cold start). sglang's current choice is timed the same way
+(for Triton 3.6 it falls back to the 3.5.1 file, with a warning). Writes
 - DIR/configs/triton_<version>/<sglang's file name>.json: the winners, where `get_moe_configs` reads
-  them, so `SGLANG_MOE_CONFIG_DIR=DIR` serves with them without a rebuild (A/B), and a patch can ship
-  the file under python/sglang/srt/layers/moe/moe_runner/triton_utils/configs/;
+  them, so `SGLANG_MOE_CONFIG_DIR=DIR` serves with them without a rebuild (A/B), and a patch can
+  ship the file under python/sglang/srt/layers/moe/moe_runner/triton_utils/configs/;
 - DIR/tune.jsonl (every timing) and DIR/tune.md (per batch size: shipped vs tuned time).
 
 With --per-gemm the two expert GEMMs are timed apart (gate_up, and down as the 26B-A4B launch preset
@@ -71,7 +73,8 @@ def candidates(grid: str) -> list[dict]:
 
 
 def fits(config: dict, batch: int) -> bool:
-    """Skip tiles taller than an expert's rows can fill (at most one row per token): pure padding."""
+    """Skip tiles taller than an expert's rows can fill (at most one row per token): pure
+    padding."""
     return config["BLOCK_SIZE_M"] <= max(16, 1 << (batch - 1).bit_length())
 
 
@@ -131,9 +134,10 @@ def config_key(config: dict) -> str:
 
 
 def publish_server_args(variant: str, *extra: str) -> None:
-    """Publish the server arguments a server of `variant` resolves from the launch preset and `extra`
-    flags (from a config.json alone): sglang's fused_experts and its config lookup read them from the
-    process's runtime context, as in a server (e.g. whether the down GEMM sums the top-k outputs itself)."""
+    """Publish the server arguments a server of `variant` resolves from the launch preset and
+    `extra` flags (from a config.json alone): sglang's fused_experts and its config lookup read them
+    from the process's runtime context, as in a server (e.g. whether the down GEMM sums the top-k
+    outputs itself)."""
     import tempfile
 
     from sglang.srt.runtime_context import publish
@@ -369,11 +373,15 @@ def tune_per_gemm(problem: MoeProblem, configs: dict[str, dict], args, out: Path
                     + "\n"
                 )
             lines.append(
-                f"| {batch} | {gemm} | {shipped:.1f} | {timings[best]:.1f} | {timings[best] / shipped:.3f} | "
+                f"| {batch} | {gemm} | {shipped:.1f} | {timings[best]:.1f} | "
+                f"{timings[best] / shipped:.3f} | "
                 f"`{config_key(current[batch][gemm])}` | `{best}` |"
             )
             print(
-                f"tune: batch {batch} {gemm}: shipped {shipped:.1f} us, best {timings[best]:.1f} us ({best})",
+                (
+                    f"tune: batch {batch} {gemm}: shipped {shipped:.1f} us, best "
+                    f"{timings[best]:.1f} us ({best})"
+                ),
                 flush=True,
             )
     written = [
@@ -382,9 +390,13 @@ def tune_per_gemm(problem: MoeProblem, configs: dict[str, dict], args, out: Path
     ]
     head = [
         f"# Fused-MoE configs per GEMM for {args.variant} (E={problem.experts}, N={problem.n}, "
-        f"top_k={problem.top_k}, tp={args.tp}), {torch.cuda.get_device_name()}, triton {triton.__version__}",
+        f"top_k={problem.top_k}, tp={args.tp}), {torch.cuda.get_device_name()}, triton "
+        f"{triton.__version__}",
         "",
-        "| batch | gemm | shipped (us) | tuned (us) | tuned / shipped | shipped config | tuned config |",
+        (
+            "| batch | gemm | shipped (us) | tuned (us) | tuned / shipped | shipped config | "
+            "tuned config |"
+        ),
         "|---|---|---|---|---|---|---|",
     ]
     (out / "tune.md").write_text(
@@ -470,7 +482,10 @@ def main() -> int:
             )
         best = min(timings[batch], key=timings[batch].get)
         print(
-            f"tune: batch {batch}: shipped {shipped[batch]:.1f} us, best {timings[batch][best]:.1f} us ({best})",
+            (
+                f"tune: batch {batch}: shipped {shipped[batch]:.1f} us, best "
+                f"{timings[batch][best]:.1f} us ({best})"
+            ),
             flush=True,
         )
     fastest = pick(timings, configs)
@@ -479,7 +494,8 @@ def main() -> int:
     )
     path = write_configs(out, problem, best)
     lines = [
-        f"# Fused-MoE configs for {args.variant} (E={experts}, N={n}, top_k={top_k}, tp={args.tp}), "
+        f"# Fused-MoE configs for {args.variant} (E={experts}, N={n}, top_k={top_k}, "
+        f"tp={args.tp}), "
         f"{torch.cuda.get_device_name()}, triton {triton.__version__}",
         "",
         "| batch | shipped (us) | fastest (us) | written (us) | written / shipped | config |",
@@ -488,7 +504,8 @@ def main() -> int:
     for b in args.batch_sizes:
         written = timings[b][config_key(best[b])]
         lines.append(
-            f"| {b} | {shipped[b]:.1f} | {timings[b][config_key(fastest[b])]:.1f} | {written:.1f} | "
+            f"| {b} | {shipped[b]:.1f} | {timings[b][config_key(fastest[b])]:.1f} | "
+            f"{written:.1f} | "
             f"{written / shipped[b]:.3f} | `{config_key(best[b])}` |"
         )
     distinct = len({config_key(c) for c in best.values()})

@@ -4,8 +4,9 @@ server starts.
 The patched build closes sglang's open defaults (patches 0210-0214, 0245): admin routes need
 --admin-api-key, /server_info and logs redact keys, CORS is off unless origins are listed, the
 realtime websocket checks the API key and a web page's origin, a request may not replace the
-chat template, and a multimodal server takes media inline only. A build without those patches (pristine sglang) keeps upstream's defaults; which one
-will serve is read from the installed sglang's files, without importing it.
+chat template, and a multimodal server takes media inline only. A build without those patches
+(pristine sglang) keeps upstream's defaults; which one will serve is read from the installed
+sglang's files, without importing it.
 """
 
 import argparse
@@ -44,7 +45,8 @@ def patched_defaults(sglang: Path | None) -> set[str]:
 
 
 def _flags(server_argv: list[str]) -> argparse.Namespace:
-    """The access flags among launch_server's arguments (the last of a repeated flag wins, as there)."""
+    """The access flags among launch_server's arguments (the last of a repeated flag wins, as
+    there)."""
     p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", default="30000")
@@ -68,7 +70,8 @@ def summary(server_argv: list[str], env: dict, sglang: Path | None) -> list[str]
     ]
     if "admin" not in have:
         lines.append(
-            "admin routes (weights, NCCL groups, pause/abort, caches, profiling): OPEN as upstream sglang "
+            "admin routes (weights, NCCL groups, pause/abort, caches, profiling): OPEN "
+            "as upstream sglang "
             "leaves them: to anyone without keys, to every --api-key holder with it"
         )
     elif env.get("SGLANG_OPEN_ADMIN_ROUTES", "").strip().lower() in TRUE:
@@ -96,7 +99,8 @@ def summary(server_argv: list[str], env: dict, sglang: Path | None) -> list[str]
         lines.append("websocket /v1/realtime: no key check (upstream sglang)")
     else:
         lines.append(
-            f"websocket /v1/realtime: {'needs --api-key' if f.api_key else 'no key (no --api-key)'}; "
+            "websocket /v1/realtime: "
+            f"{'needs --api-key' if f.api_key else 'no key (no --api-key)'}; "
             "web pages only from CORS origins"
         )
     if "template" not in have:
@@ -112,16 +116,23 @@ def summary(server_argv: list[str], env: dict, sglang: Path | None) -> list[str]
         }
         if "media" not in have:
             lines.append(
-                "media: fetched from any URL and read from any server path a request names (upstream sglang)"
+                (
+                    "media: fetched from any URL and read from any server path a request "
+                    "names (upstream sglang)"
+                )
             )
         elif not sources:
             lines.append(
-                "media: inline (base64) only; SGLANG_MM_MEDIA_SOURCES=url,path allows URLs, server paths"
+                (
+                    "media: inline (base64) only; SGLANG_MM_MEDIA_SOURCES=url,path allows "
+                    "URLs, server paths"
+                )
             )
         else:
             named = {"url": "fetched from URLs", "path": "read from server paths"}
             lines.append(
-                f"media: inline, and {' and '.join(named[s] for s in sorted(sources, reverse=True))} "
+                "media: inline, and "
+                f"{' and '.join(named[s] for s in sorted(sources, reverse=True))} "
                 f"(SGLANG_MM_MEDIA_SOURCES)"
             )
     return lines

@@ -53,15 +53,16 @@ TRAINED_VOCAB = 8192
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n"
     "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for part in m['content'] %}"
-    "{% if part['type'] == 'text' %}{{ part['text'] }}{% elif part['type'] == 'image' %}<|image|>{% endif %}"
+    "{% if part['type'] == 'text' %}{{ part['text'] }}{% elif part['type'] == 'image' "
+    "%}<|image|>{% endif %}"
     "{% endfor %}{% endif %}<end_of_turn>\n"
     "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
 )
 
 
 def reduced_text_config(variant: str, layers: int | None = None) -> dict:
-    """The variant's text config (transformers' field meanings), optionally with `layers` layers that
-    keep its features: the sliding/full pattern, the KV-shared tail, PLE, MoE, k_eq_v."""
+    """The variant's text config (transformers' field meanings), optionally with `layers` layers
+    that keep its features: the sliding/full pattern, the KV-shared tail, PLE, MoE, k_eq_v."""
     config = text_config(variant)
     total = config["num_hidden_layers"]
     if layers is None or layers >= total:
@@ -342,7 +343,10 @@ def write_checkpoint(
         write_processor(out)
     (out / "sglang_gemma4_checkpoint.json").write_text(json.dumps(report, indent=1))
     log(
-        f"checkpoint: {variant} ({architecture}, {report['layers']} layers, weights {weights}) -> {out}"
+        (
+            f"checkpoint: {variant} ({architecture}, {report['layers']} layers, weights "
+            f"{weights}) -> {out}"
+        )
     )
     return report
 

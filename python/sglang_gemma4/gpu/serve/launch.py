@@ -1,13 +1,15 @@
-"""Serve a Gemma-4 variant with this stack's preset (presets.py); scripts/launch_gemma4.sh runs this.
+"""Serve a Gemma-4 variant with this stack's preset (presets.py); scripts/launch_gemma4.sh runs
+this.
 
     python -m sglang_gemma4.gpu.serve.launch VARIANT [--model DIR] [--mtp] [--draft DIR] [--tp N]
-        [--host H] [--port P] [--api-key K] [--admin-api-key K] [--no-structured-output] [--no-parsers]
-        [--kv-fp8] [--multimodal] [--no-prebuild] [--dry-run] [-- extra launch_server flags]
+        [--host H] [--port P] [--api-key K] [--admin-api-key K] [--no-structured-output]
+        [--no-parsers] [--kv-fp8] [--multimodal] [--no-prebuild] [--dry-run] [-- extra launch_server
+        flags]
 
 The Python environment decides which build serves: source $PREFIX/env-patched.sh or env-pristine.sh
 (scripts/gpu/setup.sh) first, or have the patched wheel installed.  Extra flags after -- come last,
-so they override the preset.  Before the server starts, the launcher prints who it lets in (access.py):
-API and admin routes, CORS, the realtime websocket, client chat templates.
+so they override the preset.  Before the server starts, the launcher prints who it lets in
+(access.py): API and admin routes, CORS, the realtime websocket, client chat templates.
 """
 
 import argparse
@@ -60,9 +62,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-prebuild",
         action="store_true",
-        help="skip building sglang's and FlashInfer's CUDA modules side by side before the server starts "
-        "(python -m sglang_gemma4.gpu.serve.prebuild); a server then compiles the ones missing from its "
-        "caches one after another during its first graph capture (SGLANG_GEMMA4_PREBUILD=0 does the "
+        help="skip building sglang's and FlashInfer's CUDA modules side by side before the "
+        "server starts "
+        "(python -m sglang_gemma4.gpu.serve.prebuild); a server then compiles the ones "
+        "missing from its "
+        "caches one after another during its first graph capture "
+        "(SGLANG_GEMMA4_PREBUILD=0 does the "
         "same)",
     )
     p.add_argument(
@@ -73,19 +78,22 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-parsers",
         action="store_true",
-        help="serve without the gemma4 tool-call and reasoning parsers: tool calls and thinking stay "
+        help="serve without the gemma4 tool-call and reasoning parsers: tool calls and "
+        "thinking stay "
         "in the message content",
     )
     p.add_argument(
         "--kv-fp8",
         action="store_true",
-        help="the KV cache in FP8 (--kv-cache-dtype fp8_e4m3): twice the tokens in the same memory, "
+        help="the KV cache in FP8 (--kv-cache-dtype fp8_e4m3): twice the tokens in the same "
+        "memory, "
         "K and V rounded to e4m3",
     )
     p.add_argument(
         "--multimodal",
         action="store_true",
-        help="load the vision (and on e2b/e4b audio) towers and accept image/audio input; without it "
+        help="load the vision (and on e2b/e4b audio) towers and accept image/audio input; "
+        "without it "
         "Gemma-4 is served text-only and media is refused. Without --model: a config-only "
         "Gemma4ForConditionalGeneration checkpoint, checkpoints/VARIANT-multimodal",
     )
@@ -170,7 +178,10 @@ def commands(args: Launch) -> tuple[list[str] | None, list[str]]:
             config_only(args.variant, Path(draft), "assistant", args.dry_run)
     if args.mtp and not draft:
         raise SystemExit(
-            "launch_gemma4: --mtp with --model needs --draft DIR (a Gemma4AssistantForCausalLM checkpoint)"
+            (
+                "launch_gemma4: --mtp with --model needs --draft DIR (a "
+                "Gemma4AssistantForCausalLM checkpoint)"
+            )
         )
     server = [
         sys.executable,
@@ -217,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
             print(shlex.join(command))
         return 0
     print(
-        f"launch_gemma4: {os.environ.get('SGLANG_GEMMA4_BUILD', 'installed')} sglang, {args.variant}, "
+        f"launch_gemma4: {os.environ.get('SGLANG_GEMMA4_BUILD', 'installed')} sglang, "
+        f"{args.variant}, "
         f"tp {args.tp}, {args.host}:{args.port}",
         flush=True,
     )

@@ -37,7 +37,8 @@ def pool_sizes(log: str) -> dict:
 
 def parse(log: str) -> list[dict]:
     """One sample per prefill/decode/retract log line: seconds since the first one, the kind and its
-    numeric fields (running_req, queue_req, full_token_usage, swa_token_usage, retracted_reqs, ...)."""
+    numeric fields (running_req, queue_req, full_token_usage, swa_token_usage, retracted_reqs,
+    ...)."""
     samples, start = [], None
     for line in log.splitlines():
         match = STAMP.match(line)
@@ -64,9 +65,10 @@ def summary(samples: list[dict]) -> dict:
         return max((s[key] for s in samples if key in s), default=0.0)
 
     prefills = [s for s in samples if s["kind"] == "prefill"]
-    # the decode rate the scheduler logs at its largest decode batch: a client that receives its stream
-    # in bursts can misreport inter-token latency, this cannot. The largest decode batch, not the peak
-    # of running requests: that peak can fall on prefill lines only (a pool that fills and retracts)
+    # the decode rate the scheduler logs at its largest decode batch: a client that receives its
+    # stream in bursts can misreport inter-token latency, this cannot. The largest decode batch, not
+    # the peak of running requests: that peak can fall on prefill lines only (a pool that fills and
+    # retracts)
     rates = decode_rates(samples, min_lines=1)
     accepted = [s["accept_len"] for s in samples if s["kind"] == "decode" and "accept_len" in s]
     return {
@@ -89,10 +91,11 @@ def summary(samples: list[dict]) -> dict:
 
 
 def decode_stall_ms_per_step(samples: list[dict], running: int) -> float:
-    """What the decode lines at `running` requests that are over 3% slower than their median add to the
-    mean decode step (ms): a host stall now and then, which lifts TPOT above the median ITL but leaves
-    the median decode rate as it is. A line's rate covers the steps since the line before it, so a line
-    right after a prefill (its window holds the prefill, or the idle time before it) is left out."""
+    """What the decode lines at `running` requests that are over 3% slower than their median add to
+    the mean decode step (ms): a host stall now and then, which lifts TPOT above the median ITL but
+    leaves the median decode rate as it is. A line's rate covers the steps since the line before it,
+    so a line right after a prefill (its window holds the prefill, or the idle time before it) is
+    left out."""
     rates, after_prefill = [], False
     for s in samples:
         if (

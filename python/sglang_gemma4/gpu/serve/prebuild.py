@@ -6,13 +6,13 @@
 sglang compiles several CUDA modules with nvcc the first time a forward pass needs them: its JIT
 kernels (0.5.17: sglang/kernels/ops; RoPE per rotary width, the KV-cache store per K/V row size,
 the activation, the overlap scheduler's position clamp) and, through sgl_kernel's rmsnorm,
-FlashInfer's norm module. A server meets them one after another during its first CUDA-graph capture: on an H100 with
-empty caches they took ~95 of a 26B-A4B start's 205 s
-(benchmark_results/sglang-0.5.12/2026-11-22-h100-26b-a4b-g5723c55349-coldstart/). Each is one nvcc process, so
-built side by side they cost about the longest one. They land in the caches the server reads
-(TVM_FFI_CACHE_DIR, FLASHINFER_WORKSPACE_BASE, or their defaults under the home directory); where
-they are already there, each worker only loads its module. Needs the GPU and the Python environment
-that will serve.
+FlashInfer's norm module. A server meets them one after another during its first CUDA-graph capture:
+on an H100 with empty caches they took ~95 of a 26B-A4B start's 205 s
+(benchmark_results/sglang-0.5.12/2026-11-22-h100-26b-a4b-g5723c55349-coldstart/). Each is one nvcc
+process, so built side by side they cost about the longest one. They land in the caches the server
+reads (TVM_FFI_CACHE_DIR, FLASHINFER_WORKSPACE_BASE, or their defaults under the home directory);
+where they are already there, each worker only loads its module. Needs the GPU and the Python
+environment that will serve.
 
 A run that built everything leaves a stamp in sglang's JIT cache (TVM_FFI_CACHE_DIR, default
 ~/.cache/tvm-ffi) named after the builds and the installed sglang; while it is there a later run
@@ -118,7 +118,10 @@ def prebuild(jobs: list[tuple[str, str, tuple]], log=print) -> list[str]:
                 log(f"prebuild: {name} FAILED: {type(e).__name__}: {e}")
                 failed.append(name)
     log(
-        f"prebuild: {len(jobs) - len(failed)} of {len(jobs)} modules ready in {time.monotonic() - start:.1f} s"
+        (
+            f"prebuild: {len(jobs) - len(failed)} of {len(jobs)} modules ready in "
+            f"{time.monotonic() - start:.1f} s"
+        )
     )
     return failed
 

@@ -23,10 +23,12 @@ from sglang_gemma4.gpu.serve import launch
 ERROR_LINE = re.compile(
     r"^\w*(Error|Exception)\b.*:"
 )  # a traceback's last line, e.g. "ValueError: ..."
-# sglang checks its pools for leaked slots once idle and dies on one (SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE),
-# after the last answer was sent: a run ends with the server idle this long and still running
+# sglang checks its pools for leaked slots once idle and dies on one
+# (SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE), after the last answer was sent: a run ends with the
+# server idle this long and still running
 IDLE_CHECK_S = 5
-# the launcher (launch.py) as scripts/launch_gemma4.sh runs it, in the build's environment with this package on top
+# the launcher (launch.py) as scripts/launch_gemma4.sh runs it, in the build's environment with this
+# package on top
 LAUNCHER = ("python3", "-m", "sglang_gemma4.gpu.serve.launch")
 PORT_WAIT_S = 90  # for a server a cut-off run is still stopping (Server.stop waits up to 60 s)
 
@@ -76,8 +78,8 @@ def build_env_script(build: str) -> str:
 
 
 def describe(build: str, env: dict, command: list[str]) -> str:
-    """One command line as a dry run prints it: the build whose environment runs it, then the command
-    with its extra environment."""
+    """One command line as a dry run prints it: the build whose environment runs it, then the
+    command with its extra environment."""
     pairs = [f"{key}={value}" for key, value in env.items()]
     return f"{build}: " + shlex.join([*(["env", *pairs] if pairs else []), *command])
 
@@ -107,7 +109,8 @@ def patched_env(pairs: list[str]) -> dict:
 
 
 def wait_ready(url: str, timeout: float, alive=lambda: True) -> bool:
-    """Poll /health_generate until it answers 200 (True), the server dies or time runs out (False)."""
+    """Poll /health_generate until it answers 200 (True), the server dies or time runs out
+    (False)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and alive():
         try:
@@ -134,8 +137,8 @@ def port_taken(port: int) -> bool:
 
 
 def port_freed(port: int, within: float) -> bool:
-    """Whether the port is free, or frees within `within` seconds: a server whose run was just cut off
-    by its time limit is still being stopped by it (up to a minute) when the next run starts."""
+    """Whether the port is free, or frees within `within` seconds: a server whose run was just cut
+    off by its time limit is still being stopped by it (up to a minute) when the next run starts."""
     deadline = time.monotonic() + within
     while port_taken(port):
         if time.monotonic() >= deadline:
@@ -166,7 +169,8 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def launch_options(self) -> launch.Launch:
-        """The launcher's options for this server; extra flags last, so that they win over the preset."""
+        """The launcher's options for this server; extra flags last, so that they win over the
+        preset."""
         return launch.Launch(
             self.variant,
             model=self.model,
@@ -187,7 +191,10 @@ class Server:
         """http_json to one of the server's admin routes, with its admin key."""
         if not self.admin_key:
             raise RuntimeError(
-                f"{self.variant}/{self.build}: {path} is an admin route; start the server with admin_key"
+                (
+                    f"{self.variant}/{self.build}: {path} is an admin route; start the server "
+                    "with admin_key"
+                )
             )
         return http_json(
             method,
@@ -213,7 +220,8 @@ class Server:
             )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "w")
-        # the log names what it is a log of: the build, the extra environment (opt-in switches), the flags
+        # the log names what it is a log of: the build, the extra environment (opt-in switches), the
+        # flags
         log.write(describe(self.build, self.env, self.command()) + "\n")
         log.flush()
         started = time.monotonic()
@@ -254,8 +262,9 @@ class Server:
                 self.process.wait()
 
     def death(self) -> str | None:
-        """None while the server runs; once it has exited, the last error its log names (sglang's scheduler
-        kills the whole server on an exception, e.g. its idle check finding leaked KV slots)."""
+        """None while the server runs; once it has exited, the last error its log names (sglang's
+        scheduler kills the whole server on an exception, e.g. its idle check finding leaked KV
+        slots)."""
         if self.process is None or self.process.poll() is None:
             return None
         lines = (

@@ -110,7 +110,8 @@ ASSISTANTS = {
 
 # The multimodal towers of Gemma4ForConditionalGeneration (config.json of a --load-format dummy
 # checkpoint: what a served model builds and holds). E2B/E4B: transformers' Gemma4VisionConfig and
-# Gemma4AudioConfig defaults are their published 768 x 16 vision and 1024 x 12 conformer audio towers.
+# Gemma4AudioConfig defaults are their published 768 x 16 vision and 1024 x 12 conformer audio
+# towers.
 SMALL_VISION = {}
 LARGE_VISION = {
     "hidden_size": 1152,
@@ -146,8 +147,8 @@ def text_config(variant: str) -> dict:
 
 
 def write_config(directory: Path, variant: str, arch: str) -> Path:
-    """Write config.json alone (no weights) for `variant` served as `arch` ("causal" or "conditional"):
-    enough for sglang's server arguments to resolve."""
+    """Write config.json alone (no weights) for `variant` served as `arch` ("causal" or
+    "conditional"): enough for sglang's server arguments to resolve."""
     text = text_config(variant)
     if arch == "causal":
         config = {**text, "architectures": [ARCHS[arch]]}

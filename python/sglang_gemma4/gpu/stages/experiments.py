@@ -1,7 +1,7 @@
-"""The experiments: measurements and comparisons (most are A/B runs of studies/bench.py: a variant, its
-server setups 'NAME=BUILD [KEY=VALUE ...] [flags]', the workloads and the servers' flags). What each runs
-is its function's docstring; CHOICE picks the variants (or, where it says so, its setups or sides);
-table.py names each one's arguments (KEY=) and their defaults."""
+"""The experiments: measurements and comparisons (most are A/B runs of studies/bench.py: a variant,
+its server setups 'NAME=BUILD [KEY=VALUE ...] [flags]', the workloads and the servers' flags). What
+each runs is its function's docstring; CHOICE picks the variants (or, where it says so, its setups
+or sides); table.py names each one's arguments (KEY=) and their defaults."""
 
 import shlex
 from pathlib import Path
@@ -39,8 +39,8 @@ MM_FLAGS = (
     "--cuda-graph-backend-prefill",
     "disabled",
 )
-# the third mm-ab setup turns off the other patches that change an E2B/E4B image prompt's time (YOCO's
-# prefill, the PLE tail's decode), leaving mostly 0090's batched encoder against pristine
+# the third mm-ab setup turns off the other patches that change an E2B/E4B image prompt's time
+# (YOCO's prefill, the PLE tail's decode), leaving mostly 0090's batched encoder against pristine
 MM_SETUPS = (
     "pristine",
     "patched",
@@ -49,8 +49,8 @@ MM_SETUPS = (
 
 
 def mtp(choice, args, out):
-    """the MTP preset: 26B-A4B-shaped target + assistant draft, full size, dummy weights with the simulated acceptance
-    (pristine, may fail; then patched)"""
+    """the MTP preset: 26B-A4B-shaped target + assistant draft, full size, dummy weights with the
+    simulated acceptance (pristine, may fail; then patched)"""
     return [
         harness(
             "checks.smoke",
@@ -73,13 +73,14 @@ def mtp(choice, args, out):
 
 
 def routing(choice, args, out):
-    """the Gemma-4 routing kernel vs the torch routing ops, CUDA-graph replayed, T = 1..512 (patched build)"""
+    """the Gemma-4 routing kernel vs the torch routing ops, CUDA-graph replayed, T = 1..512 (patched
+    build)"""
     return [harness("kernels.bench_gemma4_routing", "--out", str(out / "routing"), build="patched")]
 
 
 def kernels(choice, args, out):
-    """the fused kernels (0030, 0040) off vs on, patched build: batch-1 decode and chat (workloads=);
-    off= replaces the kill switches of the "unfused" side; flags= the server flags"""
+    """the fused kernels (0030, 0040) off vs on, patched build: batch-1 decode and chat
+    (workloads=); off= replaces the kill switches of the "unfused" side; flags= the server flags"""
     off = " ".join(args["off"].split())
     flags = tuple(args["flags"].split())
     return Comparison(
@@ -88,8 +89,9 @@ def kernels(choice, args, out):
 
 
 def profile(choice, args, out):
-    """one decode step at batch 1, 4, 16, 64 (batch-sizes=): graph step time and per-kernel attribution,
-    pristine then patched (builds=); env= (KEY=VALUE ...) adds a patched run with that environment"""
+    """one decode step at batch 1, 4, 16, 64 (batch-sizes=): graph step time and per-kernel
+    attribution, pristine then patched (builds=); env= (KEY=VALUE ...) adds a patched run with that
+    environment"""
     batches = ["--batch-sizes", *args["batch-sizes"].split()] if args["batch-sizes"] else []
     steps = []
     for v in choice or ["26b-a4b"]:
@@ -127,9 +129,9 @@ def profile(choice, args, out):
 
 
 def step_trace(choice, args, out):
-    """requests decoding (streams= at once, default 1, of prompt-len= prompt tokens, default 128), torch
-    profiler over 60 scheduler steps: pristine then patched, or the setups in setups= ('NAME=BUILD
-    [KEY=VALUE ...]', ';' between them)"""
+    """requests decoding (streams= at once, default 1, of prompt-len= prompt tokens, default 128),
+    torch profiler over 60 scheduler steps: pristine then patched, or the setups in setups=
+    ('NAME=BUILD [KEY=VALUE ...]', ';' between them)"""
     specs = [s.strip() for s in args["setups"].split(";") if s.strip()]
     setups = [
         "--builds",
@@ -152,8 +154,9 @@ def step_trace(choice, args, out):
 
 
 def memory(choice, args, out):
-    """weight memory and KV pool per build, model runner only: the conditional class at --mem-fraction-static
-    0.85 (default 31b,e4b), then dense causal 31B with sglang's own memory settings (patch 0011's defaults)"""
+    """weight memory and KV pool per build, model runner only: the conditional class at
+    --mem-fraction-static 0.85 (default 31b,e4b), then dense causal 31B with sglang's own memory
+    settings (patch 0011's defaults)"""
     return [
         harness(
             "studies.memory",
@@ -181,8 +184,9 @@ def memory(choice, args, out):
 
 
 def tp2_parity(choice, args, out):
-    """tensor parallel 2, patched build, reduced-layer 31B vs transformers: FlashInfer's allreduce + RMSNorm
-    fusion on and off (sglang serves TP unfused, with only a warning, when flashinfer.comm does not import)"""
+    """tensor parallel 2, patched build, reduced-layer 31B vs transformers: FlashInfer's allreduce +
+    RMSNorm fusion on and off (sglang serves TP unfused, with only a warning, when flashinfer.comm
+    does not import)"""
     check = Step(
         ("python3", "-c", "import flashinfer.comm"),
         build="patched",
@@ -205,8 +209,9 @@ def tp2_parity(choice, args, out):
 
 
 def tp2_ab(choice, args, out):
-    """tensor parallel 2, full 31B shape, patched build: setups fused, unfused (no allreduce fusion), no-custom-ar
-    (0003's JIT all-reduce off); CHOICE picks setups (default fused,unfused); workloads="""
+    """tensor parallel 2, full 31B shape, patched build: setups fused, unfused (no allreduce
+    fusion), no-custom-ar (0003's JIT all-reduce off); CHOICE picks setups (default fused,unfused);
+    workloads="""
     setups = named(TP2_SETUPS, choice or ["fused", "unfused"], "tp2-ab")
     return Comparison(
         "tp2-ab", setups, ("chat",), ("--tp-size", "2", *DECODE_ONLY), ("31b",)
@@ -221,9 +226,9 @@ def mtp_sides(
     args: dict[str, str],
     out: Path,
 ) -> list[Step]:
-    """The patched build serving `variant` without MTP, then with the preset's MTP at its simulated acceptance
-    (sides= picks the sides, workloads= the workloads, env= adds KEY=VALUE to both), into one
-    folder and one summary."""
+    """The patched build serving `variant` without MTP, then with the preset's MTP at its simulated
+    acceptance (sides= picks the sides, workloads= the workloads, env= adds KEY=VALUE to both), into
+    one folder and one summary."""
     env = " ".join(args["env"].split())
     steps = []
     for side in args["sides"].split():
@@ -236,15 +241,16 @@ def mtp_sides(
 
 
 def mtp_fill(choice, args, out):
-    """the MTP preset (26B-A4B + draft, patched) under summarization 8000/1000 x 80, which fills the SWA pool, and
-    chat: MTP off then on (sides= picks the sides, workloads= the workloads, env= adds KEY=VALUE)"""
+    """the MTP preset (26B-A4B + draft, patched) under summarization 8000/1000 x 80, which fills the
+    SWA pool, and chat: MTP off then on (sides= picks the sides, workloads= the workloads, env= adds
+    KEY=VALUE)"""
     return mtp_sides("mtp-fill", "26b-a4b", ("summarization-80", "chat"), DECODE_ONLY, args, out)
 
 
 def mtp_ab(choice, args, out):
-    """MTP off vs on, patched build, same call, MTP at the variant's simulated acceptance (CHOICE, default
-    26b-a4b,31b): batch-1 decode and chat at 32 (workloads=; sides=, env= as in mtp-fill; flags=
-    replaces the servers' graph flags, e.g. decode graphs only for a shorter 31B start)"""
+    """MTP off vs on, patched build, same call, MTP at the variant's simulated acceptance (CHOICE,
+    default 26b-a4b,31b): batch-1 decode and chat at 32 (workloads=; sides=, env= as in mtp-fill;
+    flags= replaces the servers' graph flags, e.g. decode graphs only for a shorter 31B start)"""
     flags = tuple(args["flags"].split())
     return [
         step
@@ -254,9 +260,10 @@ def mtp_ab(choice, args, out):
 
 
 def mtp_greedy(choice, args, out):
-    """greedy decoding with MTP vs without, patched build, reduced random-weight targets and drafts built to agree
-    with them on 70% of the tokens, under a load that fills the SWA pool: every token must match, the accept
-    length must be partial (CHOICE, default 26b-a4b,31b); env= (KEY=VALUE ...) is given to both servers"""
+    """greedy decoding with MTP vs without, patched build, reduced random-weight targets and drafts
+    built to agree with them on 70% of the tokens, under a load that fills the SWA pool: every token
+    must match, the accept length must be partial (CHOICE, default 26b-a4b,31b); env= (KEY=VALUE
+    ...) is given to both servers"""
     env = args["env"].split()
     return [
         harness(
@@ -271,10 +278,11 @@ def mtp_greedy(choice, args, out):
 
 
 def openai_suite(choice, args, out):
-    """the official openai client against the preset's server (structured output, gemma4 parsers): chat,
-    streaming, n > 1, logprobs, a forced tool call, JSON schema, regex, EBNF, stop, max_tokens, usage, refusals;
-    mtp-greedy's reduced random-weight target served without MTP, then with its agreeing draft (real, partial
-    acceptance), whose greedy constrained answers must equal MTP off's (CHOICE, default 26b-a4b; or 31b)"""
+    """the official openai client against the preset's server (structured output, gemma4 parsers):
+    chat, streaming, n > 1, logprobs, a forced tool call, JSON schema, regex, EBNF, stop,
+    max_tokens, usage, refusals; mtp-greedy's reduced random-weight target served without MTP, then
+    with its agreeing draft (real, partial acceptance), whose greedy constrained answers must equal
+    MTP off's (CHOICE, default 26b-a4b; or 31b)"""
     return [
         harness("checks.openai_suite", "--start", v, "--out", str(out / f"openai-suite-{v}"))
         for v in choice or ["26b-a4b"]
@@ -282,9 +290,9 @@ def openai_suite(choice, args, out):
 
 
 def openai_suite_images(choice, args, out):
-    """the openai client against the preset's --multimodal server (towers loaded, dummy weights): chat, an image
-    question, and bad media (broken base64, non-image, truncated, decompression bomb, remote URL, server path)
-    refused with 400 (CHOICE, default e4b)"""
+    """the openai client against the preset's --multimodal server (towers loaded, dummy weights):
+    chat, an image question, and bad media (broken base64, non-image, truncated, decompression bomb,
+    remote URL, server path) refused with 400 (CHOICE, default e4b)"""
     return [
         harness(
             "checks.openai_suite",
@@ -298,8 +306,8 @@ def openai_suite_images(choice, args, out):
 
 
 def structured_cost(choice, args, out):
-    """the preset's structured output (xgrammar) vs --grammar-backend none, patched build, same call: unconstrained
-    batch-1 decode and chat at 32 (workloads=) (CHOICE, default 26b-a4b)"""
+    """the preset's structured output (xgrammar) vs --grammar-backend none, patched build, same
+    call: unconstrained batch-1 decode and chat at 32 (workloads=) (CHOICE, default 26b-a4b)"""
     return Comparison(
         "structured-cost-{variant}",
         ("none=patched --grammar-backend none", "xgrammar=patched"),
@@ -308,19 +316,21 @@ def structured_cost(choice, args, out):
 
 
 def structured_throughput(choice, args, out):
-    """constrained throughput with the preset's xgrammar, patched build: batch-1 decode and chat at 32, every
-    request under an open JSON schema that keeps it decoding to its full length (CHOICE, default 26b-a4b)"""
+    """constrained throughput with the preset's xgrammar, patched build: batch-1 decode and chat at
+    32, every request under an open JSON schema that keeps it decoding to its full length (CHOICE,
+    default 26b-a4b)"""
     return Comparison(
         "structured-throughput-{variant}", ("xgrammar=patched",), ("batch1-json", "chat-json")
     ).steps(out, choice)
 
 
 def spec_step(choice, args, out):
-    """one frozen-KV MTP step by part (draft loop, verify, the gaps between) at batch 1, 4, 16, 32 and the variant's
-    simulated acceptance, pristine then patched (builds=), per variant (CHOICE, default 26b-a4b,31b); decode
-    graphs to 32, no prefill graphs (only decode is traced); batch-sizes= replaces the batch sizes,
-    prompt-len= the 128 prompt tokens of each stream; env= (KEY=VALUE ...) is given to every server and
-    label= names that setup in the files (e.g. an opt-in switch off, then on)"""
+    """one frozen-KV MTP step by part (draft loop, verify, the gaps between) at batch 1, 4, 16, 32
+    and the variant's simulated acceptance, pristine then patched (builds=), per variant (CHOICE,
+    default 26b-a4b,31b); decode graphs to 32, no prefill graphs (only decode is traced);
+    batch-sizes= replaces the batch sizes, prompt-len= the 128 prompt tokens of each stream; env=
+    (KEY=VALUE ...) is given to every server and label= names that setup in the files (e.g. an
+    opt-in switch off, then on)"""
     env, label = args["env"].split(), "-".join(args["label"].split())
     return [
         harness(
@@ -346,8 +356,9 @@ def spec_step(choice, args, out):
 
 
 def yoco(choice, args, out):
-    """patch 0080 (on by default): E2B/E4B parity vs transformers with SGLANG_GEMMA4_YOCO=1 (graphs off), whole and
-    in 256-token chunks, then off vs on with the radix cache and prefill graphs off (workloads=)"""
+    """patch 0080 (on by default): E2B/E4B parity vs transformers with SGLANG_GEMMA4_YOCO=1 (graphs
+    off), whole and in 256-token chunks, then off vs on with the radix cache and prefill graphs off
+    (workloads=)"""
     steps = []
     for v in choice or ["e2b", "e4b"]:
         parity = (
@@ -386,8 +397,9 @@ def yoco(choice, args, out):
 
 
 def moe_tune(choice, args, out):
-    """the fused-MoE kernel configs for 26B-A4B on this GPU (tune_gemma4_moe, tuner=), then batch-1 and chat
-    with sglang's shipped configs vs the tuned file (SGLANG_MOE_CONFIG_DIR), patched build"""
+    """the fused-MoE kernel configs for 26B-A4B on this GPU (tune_gemma4_moe, tuner=), then batch-1
+    and chat with sglang's shipped configs vs the tuned file (SGLANG_MOE_CONFIG_DIR), patched
+    build"""
     tuned = out / "moe-tune"
     return [
         harness(
@@ -412,9 +424,9 @@ COLDSTARTS = {
 
 def coldstart(choice, args, out):
     """server starts with the preset's own capture sizes (flags= adds flags); starts= picks and
-    orders them (default cold-no-prebuild cold warm; also cold-pristine): a cold start empties every compile cache
-    first (under /tmp, so a warm start may follow in the next call); then what the last start compiled and the
-    start-time breakdown"""
+    orders them (default cold-no-prebuild cold warm; also cold-pristine): a cold start empties every
+    compile cache first (under /tmp, so a warm start may follow in the next call); then what the
+    last start compiled and the start-time breakdown"""
     steps = []
     for v in choice or ["26b-a4b"]:
         caches = Path(f"/tmp/sglang-gemma4-compile-caches-{v}")
@@ -458,7 +470,8 @@ def coldstart(choice, args, out):
 
 
 def tiles(choice, args, out):
-    """the Triton extend-attention kernel on Gemma-4 shapes: a grid of tiles vs the shipped one (cases=)"""
+    """the Triton extend-attention kernel on Gemma-4 shapes: a grid of tiles vs the shipped one
+    (cases=)"""
     cases = ["--cases", *args["cases"].split()] if args["cases"] else []
     return [
         harness(
@@ -472,7 +485,8 @@ def tiles(choice, args, out):
 
 
 def decode_tiles(choice, args, out):
-    """the Triton decode attention (stage 1's tile, the KV-split cap) on Gemma-4 shapes vs the shipped launch"""
+    """the Triton decode attention (stage 1's tile, the KV-split cap) on Gemma-4 shapes vs the
+    shipped launch"""
     return [
         harness(
             "kernels.bench_decode_attention_tiles",
@@ -484,8 +498,9 @@ def decode_tiles(choice, args, out):
 
 
 def verify_attention(choice, args, out):
-    """patch 0175: the MTP verify's attention, the grouped split-KV kernel vs extend_attention_fwd on 31B's and
-    26B-A4B's layer shapes, timed from CUDA graphs and checked against float32 (patched build)"""
+    """patch 0175: the MTP verify's attention, the grouped split-KV kernel vs extend_attention_fwd
+    on 31B's and 26B-A4B's layer shapes, timed from CUDA graphs and checked against float32 (patched
+    build)"""
     return [
         harness(
             "kernels.bench_verify_attention",
@@ -497,9 +512,9 @@ def verify_attention(choice, args, out):
 
 
 def gqa_pack(choice, args, out):
-    """patch 0105: extend attention on 26B-A4B's and 31B's full layers, the old kernel vs the packed one with
-    each tile of its table: an 8,192-token chunk after prefixes of 0-120K (prefixes=), bf16 and fp8 KV,
-    ms per call and the packed output vs the old one (patched build)"""
+    """patch 0105: extend attention on 26B-A4B's and 31B's full layers, the old kernel vs the packed
+    one with each tile of its table: an 8,192-token chunk after prefixes of 0-120K (prefixes=), bf16
+    and fp8 KV, ms per call and the packed output vs the old one (patched build)"""
     prefixes = ["--prefixes", *args["prefixes"].split()] if args["prefixes"] else []
     return [
         harness(
@@ -513,8 +528,8 @@ def gqa_pack(choice, args, out):
 
 
 def opt_in_ab(choice, args, out):
-    """the patched build as it is ("off"), then with each switch of switches= alone (KEY=VALUE, or a --server-flag):
-    batch-1 decode and chat (workloads=)"""
+    """the patched build as it is ("off"), then with each switch of switches= alone (KEY=VALUE, or a
+    --server-flag): batch-1 decode and chat (workloads=)"""
     switches = args["switches"].split()
     if not switches:
         raise SystemExit("run: opt-in-ab needs switches=KEY=VALUE or --server-flag ...")
@@ -528,8 +543,8 @@ def opt_in_ab(choice, args, out):
 
 
 def tiles_ab(choice, args, out):
-    """patch 0100 (Hopper extend-attention tiles) off vs on, patched build, full 26B-A4B: MTP off and/or on
-    (CHOICE: off,on); workloads="""
+    """patch 0100 (Hopper extend-attention tiles) off vs on, patched build, full 26B-A4B: MTP off
+    and/or on (CHOICE: off,on); workloads="""
     steps = []
     for side in choice or ["off", "on"]:
         steps += Comparison(
@@ -546,8 +561,9 @@ def tiles_ab(choice, args, out):
 
 
 def mm_ab(choice, args, out):
-    """pristine vs patched serving images (0090's batched vision encoder): a config-only conditional checkpoint with
-    its processor (default e2b), dummy weights, workloads=; a third setup leaves mostly 0090 against pristine"""
+    """pristine vs patched serving images (0090's batched vision encoder): a config-only conditional
+    checkpoint with its processor (default e2b), dummy weights, workloads=; a third setup leaves
+    mostly 0090 against pristine"""
     steps = []
     for v in choice or ["e2b"]:
         model = REPO / "checkpoints" / f"{v}-conditional"
@@ -577,18 +593,20 @@ def mm_ab(choice, args, out):
 
 
 def swa(choice, args, out):
-    """the SWA pool study on the full 26B-A4B shape, patched build: summarization 8000/1000 x 80 and chat per setup
-    (CHOICE, default r0.8,r0.15; -leaf adds the leaf-lock release, -noradix --disable-radix-cache); workloads="""
+    """the SWA pool study on the full 26B-A4B shape, patched build: summarization 8000/1000 x 80 and
+    chat per setup (CHOICE, default r0.8,r0.15; -leaf adds the leaf-lock release, -noradix
+    --disable-radix-cache); workloads="""
     setups = named(SWA_SETUPS, choice or ["r0.8", "r0.15"], "swa")
     return Comparison("swa", setups, ("summarization-80", "chat"), DECODE_ONLY).steps(
         out, workloads=args["workloads"].split()
     )
 
 
-# patches 0016/0017's switches (the SWA lock released as the window slides, the SWA pool sized for the running
-# windows), both off or both on; -rN also caps the running requests at N, the bound 0017 sizes the SWA pool for
-# (at 32, 32 requests of 9000 tokens fit its full pool); on-i128 keeps sglang's SWA maintenance interval of 128
-# decode steps instead of 0017's 16 (its pool is then sized for 128: the ratio's split for 64 requests)
+# patches 0016/0017's switches (the SWA lock released as the window slides, the SWA pool sized for
+# the running windows), both off or both on; -rN also caps the running requests at N, the bound 0017
+# sizes the SWA pool for (at 32, 32 requests of 9000 tokens fit its full pool); on-i128 keeps
+# sglang's SWA maintenance interval of 128 decode steps instead of 0017's 16 (its pool is then sized
+# for 128: the ratio's split for 64 requests)
 KV_OFF = "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX=0 SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS=0"
 KV_ON = "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX=1 SGLANG_OPT_SWA_POOL_FROM_RUNNING_WINDOWS=1"
 KV_SETUPS = {
@@ -602,19 +620,20 @@ KV_SETUPS = {
     },
 }
 KV_PARTS = (*KV_SETUPS, "parity", "canary", "memory", "memory-off", "memory-on")
-# decode graphs up to the 64 requests the workloads run; no prefill graphs: shorter starts, and sglang's KV
-# canary needs them off
+# decode graphs up to the 64 requests the workloads run; no prefill graphs: shorter starts, and
+# sglang's KV canary needs them off
 KV_FLAGS = (*presets.DECODE_GRAPHS, "--cuda-graph-backend-prefill", "disabled")
 
 
 def kv_capacity(choice, args, out):
-    """patches 0016/0017 (both on by default) on the full 26B-A4B shape, patched build, one part per call
-    (CHOICE, default off,on): setups off, on, on-i128 (SWA maintenance every 128 decode steps), off-r32, on-r32,
-    off-r48, on-r48 (--max-running-requests 32 or 48) under summarization 80 x 8000/1000 and chat at 32 and 64 at
-    once (workloads=); parity (26B-A4B, E4B vs transformers, both on); canary (both on, 32 running, chat at 64,
-    sglang's KV canary raising on a freed or overwritten slot); memory (the memory-variants= presets, default
-    31b e4b, off then on; memory-off, memory-on: one side). Each call ends with the memory and KV-capacity table
-    of every server logged so far (kv-capacity/memory.md; vllm-log= adds a vLLM log)"""
+    """patches 0016/0017 (both on by default) on the full 26B-A4B shape, patched build, one part per
+    call (CHOICE, default off,on): setups off, on, on-i128 (SWA maintenance every 128 decode steps),
+    off-r32, on-r32, off-r48, on-r48 (--max-running-requests 32 or 48) under summarization 80 x
+    8000/1000 and chat at 32 and 64 at once (workloads=); parity (26B-A4B, E4B vs transformers, both
+    on); canary (both on, 32 running, chat at 64, sglang's KV canary raising on a freed or
+    overwritten slot); memory (the memory-variants= presets, default 31b e4b, off then on;
+    memory-off, memory-on: one side). Each call ends with the memory and KV-capacity table of every
+    server logged so far (kv-capacity/memory.md; vllm-log= adds a vLLM log)"""
     kv = out / "kv-capacity"
     parts = choice or ["off", "on"]
     steps = []
@@ -695,9 +714,9 @@ def kv_capacity(choice, args, out):
     ]
 
 
-# the long-context setups: the builds as the preset serves them at the model's own window, and the patched
-# build on sglang's unified hybrid pool (full-attention and SWA KV in one buffer), each also with FP8 KV, and the
-# patched build with 0105's packed full-layer extend attention off
+# the long-context setups: the builds as the preset serves them at the model's own window, and the
+# patched build on sglang's unified hybrid pool (full-attention and SWA KV in one buffer), each also
+# with FP8 KV, and the patched build with 0105's packed full-layer extend attention off
 FP8 = " ".join(presets.KV_FP8)
 LONG_SETUPS = {
     "pristine": "",
@@ -712,12 +731,12 @@ LONG_WORKLOADS = ("long-16k", "long-64k", "long-128k", "long-250k", "long-4x60k"
 
 
 def long_context(choice, args, out):
-    """26B-A4B at its whole window (the preset's context), decode graphs only: one prompt of 16K, 64K, 128K, 250K
-    tokens at a time and four of 60K at once, 64 output tokens each (workloads=; also long-128k-beside-chat,
-    long-3x60k-beside-chat: 8 streams decoding while a 128K or three 60K prompts prefill); setups pristine, patched,
-    unified (the patched build on one KV buffer for both layer kinds), fp8 and unified-fp8 (those with FP8 KV),
-    no-gqa-pack (the patched build with patch 0105's packed full-layer extend attention off); CHOICE picks them
-    (default the first three)"""
+    """26B-A4B at its whole window (the preset's context), decode graphs only: one prompt of 16K,
+    64K, 128K, 250K tokens at a time and four of 60K at once, 64 output tokens each (workloads=;
+    also long-128k-beside-chat, long-3x60k-beside-chat: 8 streams decoding while a 128K or three 60K
+    prompts prefill); setups pristine, patched, unified (the patched build on one KV buffer for both
+    layer kinds), fp8 and unified-fp8 (those with FP8 KV), no-gqa-pack (the patched build with patch
+    0105's packed full-layer extend attention off); CHOICE picks them (default the first three)"""
     names = choice or list(LONG_DEFAULT)
     unknown = [n for n in names if n not in LONG_SETUPS]
     if unknown:
@@ -734,9 +753,10 @@ def long_context(choice, args, out):
 
 
 def prefill_profile(choice, args, out):
-    """26B-A4B at its whole window, decode graphs only: one 131,072-token prompt in 8192-token chunks under the torch
-    profiler, per chunk the full-attention and SWA layers' extend attention, MoE, GEMMs, the rest and the host's gaps;
-    CHOICE picks the builds (default pristine,patched), each its own step into one table"""
+    """26B-A4B at its whole window, decode graphs only: one 131,072-token prompt in 8192-token
+    chunks under the torch profiler, per chunk the full-attention and SWA layers' extend attention,
+    MoE, GEMMs, the rest and the host's gaps; CHOICE picks the builds (default pristine,patched),
+    each its own step into one table"""
     builds = choice or ["pristine", "patched"]
     unknown = [b for b in builds if b not in ("pristine", "patched")]
     if unknown:
@@ -760,7 +780,8 @@ def prefill_profile(choice, args, out):
 
 
 def baseline(choice, args, out):
-    """pristine sglang: chat, summarization 8000/1000 and batch-1 decode (graphs for the workloads' concurrency, 32)"""
+    """pristine sglang: chat, summarization 8000/1000 and batch-1 decode (graphs for the workloads'
+    concurrency, 32)"""
     return Comparison(
         "baseline-{variant}", ("pristine",), ("chat", "summarization", "batch1")
     ).steps(out, choice)

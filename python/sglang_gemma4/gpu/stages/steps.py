@@ -1,5 +1,5 @@
-"""A stage's steps: commands of this package (or sglang's) with the build whose environment runs them,
-and the A/B comparison (studies/bench.py) most experiments are made of."""
+"""A stage's steps: commands of this package (or sglang's) with the build whose environment runs
+them, and the A/B comparison (studies/bench.py) most experiments are made of."""
 
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,8 +44,8 @@ def env_words(env: dict[str, str]) -> list[str]:
 
 
 def with_env(setup: str, env: dict[str, str]) -> str:
-    """A bench setup with `env` before its own environment pairs (which win); a bare build becomes the
-    setup of that name."""
+    """A bench setup with `env` before its own environment pairs (which win); a bare build becomes
+    the setup of that name."""
     head, _, rest = setup.partition(" ")
     if "=" not in head:
         head = f"{head}={head}"
@@ -80,9 +80,9 @@ class Comparison:
         flags: tuple[str, ...] | None = None,
         workloads: list[str] | None = None,
     ) -> list[Step]:
-        """One bench run per variant (CHOICE, or the default ones); `flags` replaces the servers' flags and
-        `workloads` the workloads (a stage's workloads= argument). With MTP, every setup serves with the
-        variant's simulated acceptance (presets.simulated_acceptance)."""
+        """One bench run per variant (CHOICE, or the default ones); `flags` replaces the servers'
+        flags and `workloads` the workloads (a stage's workloads= argument). With MTP, every setup
+        serves with the variant's simulated acceptance (presets.simulated_acceptance)."""
         steps = []
         for v in variants or self.variants:
             setups = (

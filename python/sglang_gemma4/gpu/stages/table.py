@@ -1,11 +1,12 @@
-"""Every GPU stage, gates and experiments alike: what it runs (its function's docstring), its time limit
-and its arguments, and the expansion of one stage's command-line word into its steps.
+"""Every GPU stage, gates and experiments alike: what it runs (its function's docstring), its time
+limit and its arguments, and the expansion of one stage's command-line word into its steps.
 
     STAGE[:CHOICE,...][:KEY=VALUE]...
 
-CHOICE picks the stage's variants (or, where it says so, its setups, sides or cases); each KEY=VALUE sets
-one of its arguments (a VALUE may hold spaces, commas and '='), e.g. `fuzz:e4b:requests=1000:seed=7`,
-`ab:31b:workloads=chat batch1`. Every stage also takes timeout=SECONDS."""
+CHOICE picks the stage's variants (or, where it says so, its setups, sides or cases); each KEY=VALUE
+sets one of its arguments (a VALUE may hold spaces, commas and '='), e.g.
+`fuzz:e4b:requests=1000:seed=7`, `ab:31b:workloads=chat batch1`. Every stage also takes
+timeout=SECONDS."""
 
 import os
 import re

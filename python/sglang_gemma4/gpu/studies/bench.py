@@ -7,15 +7,16 @@
 
 A setup is a build (pristine or patched) with its environment and extra launch flags: `--builds`
 gives the plain builds, `--config` named variations of them, e.g.
-`--config 'r0.15=patched SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW=1 --swa-full-tokens-ratio 0.15'`.
-For each setup: start the server (launch preset), run every workload (random-ids prompts, no
+`--config 'r0.15=patched SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW=1 --swa-full-tokens-ratio
+0.15'`. For each setup: start the server (launch preset), run every workload (random-ids prompts, no
 dataset download), stop it.  Appends to DIR/bench.jsonl (bench_serving's records plus setup/
 variant/workload, the server's KV pool sizes and its pool usage during the workload; for the batch-1
 workloads also how many token gaps were over twice the median and after which tokens) and writes
 DIR/summary.md (medians, and the ratio when there are two setups), DIR/summary.png and a pool-usage
-plot per setup.  The beside workloads (BESIDE_WORKLOADS) run beside.py instead of bench_serving: streams
-decoding while long prompts prefill, their token gaps before and during.  `--summarize-only` rebuilds the tables from DIR/bench.jsonl, e.g. after setups ran
-in separate calls.  The bench client always runs from the pristine build.
+plot per setup.  The beside workloads (BESIDE_WORKLOADS) run beside.py instead of bench_serving:
+streams decoding while long prompts prefill, their token gaps before and during.  `--summarize-only`
+rebuilds the tables from DIR/bench.jsonl, e.g. after setups ran in separate calls.  The bench client
+always runs from the pristine build.
 """
 
 import argparse
@@ -46,7 +47,8 @@ WORKLOADS = {
     "batch1": (128, 256, 8, 1),
     # batch-1 decode at a long context, where the full-attention layers' decode kernel weighs
     "batch1-long": (8000, 256, 8, 1),
-    # the KV-capacity comparison (patches 0016/0017): the same loads at 32 and at 64 requests at once
+    # the KV-capacity comparison (patches 0016/0017): the same loads at 32 and at 64 requests at
+    # once
     "summarization-80-at-16": (
         8000,
         1000,
@@ -64,9 +66,10 @@ WORKLOADS = {
     "long-250k": (250000, 64, 1, 1),
     "long-4x60k": (60000, 64, 4, 4),
 }
-# name: (streams decoding, their prompt and output lengths, the long prompts sent at once beside them): the
-# running streams' token gaps before and while the long prompts prefill (beside.py, its own client)
-# (4000 output tokens: the streams are stopped once the long prompts answered, and must not end before)
+# name: (streams decoding, their prompt and output lengths, the long prompts sent at once beside
+# them): the running streams' token gaps before and while the long prompts prefill (beside.py, its
+# own client) (4000 output tokens: the streams are stopped once the long prompts answered, and must
+# not end before)
 BESIDE_WORKLOADS = {
     "long-128k-beside-chat": (8, 128, 4000, (131072,)),
     "long-3x60k-beside-chat": (8, 128, 4000, (60000, 60000, 60000)),
@@ -79,9 +82,9 @@ MAY_NOT_FIT = {name for name in [*WORKLOADS, *BESIDE_WORKLOADS] if name.startswi
 IMAGE_WORKLOADS = {
     "images-6": (128, 64, 64, 16, 6, "720p"),
 }
-# name: (the workload whose prompts and loads it takes, what each request adds to its sampling parameters):
-# structured output's cost. The schema never closes (an array of free strings), so every request decodes its
-# full output length under the grammar, whatever the weights emit.
+# name: (the workload whose prompts and loads it takes, what each request adds to its sampling
+# parameters): structured output's cost. The schema never closes (an array of free strings), so
+# every request decodes its full output length under the grammar, whatever the weights emit.
 OPEN_SCHEMA = {
     "type": "object",
     "properties": {"notes": {"type": "array", "items": {"type": "string"}}},
@@ -91,8 +94,8 @@ CONSTRAINED_WORKLOADS = {
     "chat-json": ("chat", {"json_schema": json.dumps(OPEN_SCHEMA)}),
     "batch1-json": ("batch1", {"json_schema": json.dumps(OPEN_SCHEMA)}),
 }
-# one request at a time: bench_serving keeps every token gap of these (--output-details), to tell where a
-# request's mean gap (its TPOT) leaves the median step
+# one request at a time: bench_serving keeps every token gap of these (--output-details), to tell
+# where a request's mean gap (its TPOT) leaves the median step
 GAP_DETAIL_WORKLOADS = ("batch1", "batch1-long")
 PER_REQUEST_DETAILS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
 METRICS = (
@@ -179,8 +182,9 @@ def chosen_setups(args: argparse.Namespace, patched_build_env: dict | None = Non
 
 
 def workload_seed(name: str) -> int:
-    """The prompts' seed, one per workload: a server runs several workloads in turn, and prompts that repeat an
-    earlier workload's would hit its radix cache (a prefix hit that a setup keeping less KV would not get)."""
+    """The prompts' seed, one per workload: a server runs several workloads in turn, and prompts
+    that repeat an earlier workload's would hit its radix cache (a prefix hit that a setup keeping
+    less KV would not get)."""
     return zlib.crc32(name.encode())
 
 
@@ -230,10 +234,10 @@ def dataset_args(name: str) -> list[str]:
 
 
 def long_gaps(itls: list[list[float]]) -> dict:
-    """Every request's token gaps (seconds, as bench_serving's --output-details writes them) against their
-    median: how many gaps per request are over twice it, the time those add over the median per gap (what
-    lifts the mean gap, and TPOT, above the median ITL), and the output tokens they come before (the first
-    steps after a prefill, or a stall every Nth step)."""
+    """Every request's token gaps (seconds, as bench_serving's --output-details writes them) against
+    their median: how many gaps per request are over twice it, the time those add over the median
+    per gap (what lifts the mean gap, and TPOT, above the median ITL), and the output tokens they
+    come before (the first steps after a prefill, or a stall every Nth step)."""
     gaps = sorted(gap for request in itls for gap in request)
     median = gaps[len(gaps) // 2]
     long = [
@@ -250,7 +254,8 @@ def long_gaps(itls: list[list[float]]) -> dict:
 
 
 def client_command(server: Server, name: str, tokenizer: str, raw: Path) -> list[str]:
-    """The client of a workload, writing its record (the last line of `raw`): bench_serving, or beside.py."""
+    """The client of a workload, writing its record (the last line of `raw`): bench_serving, or
+    beside.py."""
     if name in BESIDE_WORKLOADS:
         streams, chat_len, chat_out, long_lens = BESIDE_WORKLOADS[name]
         return [
@@ -289,8 +294,8 @@ def client_command(server: Server, name: str, tokenizer: str, raw: Path) -> list
     if name in GAP_DETAIL_WORKLOADS:
         command.append("--output-details")
     if name in MAY_NOT_FIT:
-        # bench_serving's warm-up sends the first prompt once: its KV would answer the measured one from the
-        # radix cache (and a long prompt's warm-up costs as much as the run)
+        # bench_serving's warm-up sends the first prompt once: its KV would answer the measured one
+        # from the radix cache (and a long prompt's warm-up costs as much as the run)
         command += ["--warmup-requests", "0"]
     return command
 
@@ -341,8 +346,8 @@ def run_workload(server: Server, setup: str, name: str, tokenizer: str, out: Pat
             f"{name}: the streamed output decoded to no text (retokenized tokens = 0); "
             f"its latencies are meaningless. Client log: {raw.with_suffix('.client.log')}"
         )
-    # Pool sizes from the start-up lines; peaks, queueing, re-prefill and MTP's accept length from this
-    # workload's lines.
+    # Pool sizes from the start-up lines; peaks, queueing, re-prefill and MTP's accept length from
+    # this workload's lines.
     record.update(
         setup=setup,
         build=server.build,
@@ -352,8 +357,8 @@ def run_workload(server: Server, setup: str, name: str, tokenizer: str, out: Pat
         **pool_usage.pool_sizes(log),
         **pool_usage.summary(pool_usage.parse(log[log_before:])),
     )
-    # The harness serves MTP from config-only checkpoints only (dummy weights), where every draft is accepted
-    # unless the simulated acceptance applies.
+    # The harness serves MTP from config-only checkpoints only (dummy weights), where every draft is
+    # accepted unless the simulated acceptance applies.
     problem = full_acceptance_problem(record.get("median_accept_len"))
     if problem:
         raise RuntimeError(f"{name}: {problem} (server log: {server.log_path})")

@@ -1,16 +1,18 @@
-"""Running streams beside a long prefill: do the requests that are decoding keep going while a long prompt
-prefills?
+"""Running streams beside a long prefill: do the requests that are decoding keep going while a long
+prompt prefills?
 
     python -m sglang_gemma4.gpu.studies.beside --url http://127.0.0.1:30000 --out FILE.json \\
         [--streams 8] [--chat-len 128] [--chat-out 4000] [--long 131072 ...] [--long-out 16]
 
-Streams --streams greedy requests (--chat-len prompt ids each, --chat-out tokens) to /generate; once every
-one has streamed STEADY_TOKENS chunks, waits BEFORE_S seconds, then sends the --long prompts (one
-request each, at once, --long-out tokens) and, once they have answered, stops the streams. Every chunk's
-arrival is kept (FILE.arrivals.json, seconds from the long prompts' sending); FILE.json gets the gaps between a stream's chunks before the long prompts were sent and
-while they prefilled (from their sending to the last one's first token): p50/p99 of each, the longest gap
+Streams --streams greedy requests (--chat-len prompt ids each, --chat-out tokens) to /generate; once
+every one has streamed STEADY_TOKENS chunks, waits BEFORE_S seconds, then sends the --long prompts
+(one request each, at once, --long-out tokens) and, once they have answered, stops the streams.
+Every chunk's arrival is kept (FILE.arrivals.json, seconds from the long prompts' sending);
+FILE.json gets the gaps between a stream's chunks before the long prompts were sent and while they
+prefilled (from their sending to the last one's first token): p50/p99 of each, the longest gap
 during, and the long prompts' time to first token. A long prompt the server refuses is recorded as
-`refused` with its answer. Needs aiohttp (the pristine build has it) and no dataset: prompts are token ids.
+`refused` with its answer. Needs aiohttp (the pristine build has it) and no dataset: prompts are
+token ids.
 """
 
 import argparse
@@ -23,7 +25,8 @@ STEADY_TOKENS, BEFORE_S = 32, 5.0
 
 
 def percentile(values: list[float], q: float) -> float | None:
-    """The q-th percentile (0..100) of `values`, interpolated between the closest ranks; None when empty."""
+    """The q-th percentile (0..100) of `values`, interpolated between the closest ranks; None when
+    empty."""
     if not values:
         return None
     ordered = sorted(values)
@@ -36,9 +39,9 @@ def percentile(values: list[float], q: float) -> float | None:
 def split_gaps(
     arrivals: list[list[float]], steady_from: float, start: float, end: float
 ) -> tuple[list, list]:
-    """Each stream's gaps between consecutive chunks (seconds), as (before, during): before, a gap that lies
-    within [steady_from, start]; during, one that overlaps (start, end), the long prefill. A gap wholly after
-    `end` is neither."""
+    """Each stream's gaps between consecutive chunks (seconds), as (before, during): before, a gap
+    that lies within [steady_from, start]; during, one that overlaps (start, end), the long prefill.
+    A gap wholly after `end` is neither."""
     before, during = [], []
     for times in arrivals:
         for prev, this in zip(times, times[1:]):
@@ -64,8 +67,8 @@ def gap_summary(before: list[float], during: list[float]) -> dict:
 
 
 def chat_request(stream: int, prompt_len: int, output_len: int) -> dict:
-    """A greedy streamed request of its own ids (no radix-cache hits between streams or with the long
-    prompts, whose ids start higher)."""
+    """A greedy streamed request of its own ids (no radix-cache hits between streams or with the
+    long prompts, whose ids start higher)."""
     return {
         "input_ids": [100 + (stream * 13 + i) % 4000 for i in range(prompt_len)],
         "stream": True,
@@ -82,8 +85,8 @@ def long_request(index: int, prompt_len: int, output_len: int) -> dict:
 
 
 async def stream(session, url: str, request: dict, arrivals: list[float]) -> str | None:
-    """POST a streamed /generate request, appending each chunk's arrival (monotonic s) to `arrivals`; the
-    server's error (its status and body, or an error chunk) or None."""
+    """POST a streamed /generate request, appending each chunk's arrival (monotonic s) to
+    `arrivals`; the server's error (its status and body, or an error chunk) or None."""
     async with session.post(url + "/generate", json=request) as response:
         if response.status != 200:
             return f"{response.status}: {(await response.text())[:300]}"
@@ -154,7 +157,8 @@ async def measure(
             for chat in chats:
                 chat.cancel()  # closing the connection aborts the request on the server
             await asyncio.gather(*chats, return_exceptions=True)
-    # every chunk's arrival, seconds from the long prompts' sending (main() keeps them beside the record)
+    # every chunk's arrival, seconds from the long prompts' sending (main() keeps them beside the
+    # record)
     since = lambda lists: [[round(t - start, 4) for t in times] for times in lists]  # noqa: E731
     record = {
         "streams": streams,

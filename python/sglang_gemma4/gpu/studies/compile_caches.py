@@ -8,9 +8,9 @@ ROOT holds the caches a start was pointed at (check.sh coldstart sets the variab
 - tvm-ffi/ (TVM_FFI_CACHE_DIR): sglang's JIT CUDA modules (rope, KV store, activations, ...), one
   `<module>_<hash>/` folder per build, with the module's shared library;
 - flashinfer/ (FLASHINFER_WORKSPACE_BASE): FlashInfer's JIT ops, one shared library each;
-- inductor/ (TORCHINDUCTOR_CACHE_DIR): torch.compile's generated Triton kernels (group files as above).
-Counts the builds per cache and name, with the times the first and the last of them were written
-(seconds after the first build of all): the order and spacing of a cold start's compiles.
+- inductor/ (TORCHINDUCTOR_CACHE_DIR): torch.compile's generated Triton kernels (group files as
+above). Counts the builds per cache and name, with the times the first and the last of them were
+written (seconds after the first build of all): the order and spacing of a cold start's compiles.
 """
 
 import argparse
@@ -93,13 +93,17 @@ def main() -> int:
         for cache in ("triton", "tvm-ffi", "flashinfer", "inductor")
     }
     table = [
-        f"| {r['cache']} | `{r['kernel']}` | {r['builds']} | {r['first_s']:.1f} | {r['last_s']:.1f} |"
+        (
+            f"| {r['cache']} | `{r['kernel']}` | {r['builds']} | {r['first_s']:.1f} | "
+            f"{r['last_s']:.1f} |"
+        )
         for r in rows
     ]
     print(
         "\n".join(
             [
-                f"{len(records)} builds in {args.root} ({', '.join(f'{n} {c}' for c, n in counts.items())}), "
+                f"{len(records)} builds in {args.root} "
+                f"({', '.join(f'{n} {c}' for c, n in counts.items())}), "
                 f"written over {span:.1f} s",
                 "",
                 "| cache | kernel or module | builds | first (s) | last (s) |",

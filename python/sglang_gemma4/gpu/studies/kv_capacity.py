@@ -1,7 +1,8 @@
 """Where a server's GPU memory goes, and how many full-attention tokens long requests get, read
 from its start-up log: sglang (0.5.12's and 0.5.17's wording) and vLLM (v1 engine).
 
-    python -m sglang_gemma4.gpu.studies.kv_capacity LOG [LOG ...] [--variant 26b-a4b] [--context 32768]
+    python -m sglang_gemma4.gpu.studies.kv_capacity LOG [LOG ...] [--variant 26b-a4b]
+        [--context 32768]
         [--gpu-total-gib 79.19 | --gpu-txt OUT/gpu.txt] [--json]
 
 A LOG may be a glob pattern, expanded when the report runs (the runner's kv-capacity experiment
@@ -12,8 +13,8 @@ Per log, in GiB: the memory the fraction grants (sglang: --mem-fraction-static x
 before the weights load; vLLM: --gpu-memory-utilization x the GPU's total, given by
 --gpu-total-gib or --gpu-txt), the weights, each KV pool (tokens, GiB, bytes per token over all
 its layers), other static buffers, CUDA graphs, what is left for activations, and the gap between
-the grant and what the server holds.  Then the KV capacity seen by requests of --context tokens: how many
-fit at once and the full-attention tokens they hold together.  An sglang request needs its
+the grant and what the server holds.  Then the KV capacity seen by requests of --context tokens: how
+many fit at once and the full-attention tokens they hold together.  An sglang request needs its
 context in the full-attention pool and one sliding window plus a page in the SWA pool, what its
 scheduler reserves (the window of the variant whose checkpoint the log's model path names, else
 --variant's); vLLM logs its own concurrency at its context length.
@@ -41,12 +42,14 @@ SGLANG = {
     "mem_fraction_static": r"mem_fraction_static=([\d.]+)",
     "page_size": r"page_size=(\d+)",
 }
-# "[Full |SWA ]KV Cache is allocated. [dtype: ..., ]#tokens: N, K size: a GB, V size: b GB" (or "KV size")
+# "[Full |SWA ]KV Cache is allocated. [dtype: ..., ]#tokens: N, K size: a GB, V size: b GB" (or "KV
+# size")
 KV_ALLOCATED = re.compile(
     r"KV Cache is allocated\. (?:dtype: [\w.]+, )?#tokens: (\d+), "
     r"(?:K size: ([\d.]+) GB, V size: ([\d.]+) GB|KV size: ([\d.]+) GB)"
 )
-# decode, prefill and draft captures; 0.5.12: "Capture cuda graph end. Time elapsed: ... mem usage=X GB."
+# decode, prefill and draft captures; 0.5.12: "Capture cuda graph end. Time elapsed: ... mem usage=X
+# GB."
 GRAPH_END = re.compile(r"Capture [\w ]*?(?:CUDA|cuda) graph end\..*?mem usage=([\d.]+) GB")
 POOLS = re.compile(r"full_layer_tokens=(\d+), swa_layer_tokens=(\d+)")
 POST_CAPTURE_KV = re.compile(
@@ -252,7 +255,10 @@ def gpu_total_gib(gpu_txt: Path) -> float | None:
     match = re.match(r"[^,]+,\s*(\d+)\s*MiB", line)
     if not match:
         raise SystemExit(
-            f"kv_capacity: {gpu_txt}: not nvidia-smi's 'name, memory.total [MiB], ...' line: {line!r}"
+            (
+                f"kv_capacity: {gpu_txt}: not nvidia-smi's 'name, memory.total [MiB], ...' "
+                f"line: {line!r}"
+            )
         )
     return int(match.group(1)) / 1024
 

@@ -1,6 +1,7 @@
 """Weight memory and KV pool size of a full-size checkpoint, per build (issue #4 parts 2 and 3).
 
-    python -m sglang_gemma4.gpu.studies.memory --out DIR [--variants 31b e4b] [--archs conditional causal]
+    python -m sglang_gemma4.gpu.studies.memory --out DIR [--variants 31b e4b]
+        [--archs conditional causal]
         [--builds pristine patched] [--memory explicit auto]
 
 Each case loads the variant's config-only checkpoint (full size, dummy weights) in
@@ -8,8 +9,8 @@ Each case loads the variant's config-only checkpoint (full size, dummy weights) 
 runs one tiny batch eagerly and reads from its log what the runner reserved: the weights' GPU memory
 ("Load weight end ... mem usage"), the KV pool (`max_total_num_tokens`, and the full/SWA split), and
 the chunked prefill size and mem_fraction_static the server arguments settled on.  `--memory
-explicit` passes --mem-fraction-static 0.85 (isolates what the model builds); `auto` leaves the memory
-settings to sglang (shows the dense defaults of patch 0011).  Writes DIR/memory.jsonl and
+explicit` passes --mem-fraction-static 0.85 (isolates what the model builds); `auto` leaves the
+memory settings to sglang (shows the dense defaults of patch 0011).  Writes DIR/memory.jsonl and
 DIR/memory.md.
 """
 
@@ -28,9 +29,12 @@ from sglang_gemma4.gpu.serve.server import describe, in_build
 EXPLICIT_FRACTION = "0.85"
 # bench_one_batch does not log its server arguments: print the two memory settings they settle on.
 SETTLED = (
-    "import argparse, sys; from sglang.srt.server_args import ServerArgs; p = argparse.ArgumentParser(); "
-    "ServerArgs.add_cli_args(p); a = ServerArgs.from_cli_args(p.parse_known_args(sys.argv[1:])[0]); "
-    'print(f"settled: chunked_prefill_size={a.chunked_prefill_size} mem_fraction_static={a.mem_fraction_static}")'
+    "import argparse, sys; from sglang.srt.server_args import ServerArgs; p = "
+    "argparse.ArgumentParser(); "
+    "ServerArgs.add_cli_args(p); a = "
+    "ServerArgs.from_cli_args(p.parse_known_args(sys.argv[1:])[0]); "
+    'print(f"settled: chunked_prefill_size={a.chunked_prefill_size} '
+    'mem_fraction_static={a.mem_fraction_static}")'
 )
 PATTERNS = {
     "weight_gb": r"Load weight end\..*?mem usage=([\d.]+) GB",
@@ -53,7 +57,8 @@ def parse_log(text: str) -> dict:
 
 
 def bench_one_batch_args(model: Path, memory: str) -> list[str]:
-    """One tiny eager batch on the launch preset's backends; `explicit` fixes the memory fraction."""
+    """One tiny eager batch on the launch preset's backends; `explicit` fixes the memory
+    fraction."""
     args = [
         "--model-path",
         str(model),
@@ -96,7 +101,8 @@ def measure(build: str, model: Path, memory: str, log: Path) -> dict:
 
 def table(rows: list[dict]) -> str:
     lines = [
-        "| variant | arch | memory | build | weights (GB) | max_total_num_tokens | full / SWA tokens | "
+        "| variant | arch | memory | build | weights (GB) | max_total_num_tokens | full "
+        "/ SWA tokens | "
         "chunked prefill | mem fraction | exit |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]

@@ -1,23 +1,25 @@
 """Where a long prefill's time goes, chunk by chunk.
 
-    python -m sglang_gemma4.gpu.studies.prefill_profile --variant 26b-a4b --out DIR [--builds pristine patched]
+    python -m sglang_gemma4.gpu.studies.prefill_profile --variant 26b-a4b --out DIR
+        [--builds pristine patched]
         [--config 'NAME=BUILD [KEY=VALUE ...] [flags]' ...] [--prompt-len 131072] [--chunk 8192]
         [-- server flags for every setup]
     python -m sglang_gemma4.gpu.studies.prefill_profile --out DIR --report
-    python -m sglang_gemma4.gpu.studies.prefill_profile --out DIR --from-trace TRACE.json.gz --label NAME
+    python -m sglang_gemma4.gpu.studies.prefill_profile --out DIR --from-trace TRACE.json.gz
+        --label NAME
 
-For each setup (as in bench.py): start the server (launch preset, dummy weights, its own window), prefill a
-warm-up prompt of two chunks (the extend kernels compile outside the trace), then record one --prompt-len
-prompt (one output token, --chunked-prefill-size --chunk) with the torch profiler through /start_profile and
-/stop_profile (GPU activity only). From the trace, per chunk (its prefix: the tokens before it): the GPU
-time of the full-attention layers' extend attention and the sliding-window layers' (each chunk runs one
-extend-attention kernel per layer, in layer order), of the MoE (experts and routing), of the other GEMMs
-and of everything else, the GPU's idle time within the step, and the gap since the previous chunk's step
-(the scheduler between them).
-Writes DIR/<variant>-<setup>-chunks.jsonl (a row per chunk; the last also has the whole request's seconds,
-profiled) and DIR/prefill-profile.md (a table per setup, from every *-chunks.jsonl in DIR: setups run in
-separate calls share it); --report rewrites it, --from-trace reduces a kept trace (DIR/<variant>-<setup>-trace/)
-again. No GPU is needed for either.
+For each setup (as in bench.py): start the server (launch preset, dummy weights, its own window),
+prefill a warm-up prompt of two chunks (the extend kernels compile outside the trace), then record
+one --prompt-len prompt (one output token, --chunked-prefill-size --chunk) with the torch profiler
+through /start_profile and /stop_profile (GPU activity only). From the trace, per chunk (its prefix:
+the tokens before it): the GPU time of the full-attention layers' extend attention and the
+sliding-window layers' (each chunk runs one extend-attention kernel per layer, in layer order), of
+the MoE (experts and routing), of the other GEMMs and of everything else, the GPU's idle time within
+the step, and the gap since the previous chunk's step (the scheduler between them).
+Writes DIR/<variant>-<setup>-chunks.jsonl (a row per chunk; the last also has the whole request's
+seconds, profiled) and DIR/prefill-profile.md (a table per setup, from every *-chunks.jsonl in DIR:
+setups run in separate calls share it); --report rewrites it, --from-trace reduces a kept trace
+(DIR/<variant>-<setup>-trace/) again. No GPU is needed for either.
 """
 
 import argparse
@@ -79,8 +81,9 @@ def chunk_layers(kernels: list[tuple], layers: int) -> list[list[tuple]]:
 
 
 def chunk_spans(kernels: list[tuple], chunks: list[list[tuple]]) -> list[tuple[float, float]]:
-    """Each chunk's step on the GPU: from the end of the longest idle stretch between the previous chunk's last
-    attention launch and its first, to the start of the one after its last (the trace's ends at either end)."""
+    """Each chunk's step on the GPU: from the end of the longest idle stretch between the previous
+    chunk's last attention launch and its first, to the start of the one after its last (the trace's
+    ends at either end)."""
     splits = [
         largest_idle(kernels, this[-1][1], following[0][0])
         for this, following in zip(chunks, chunks[1:])
@@ -91,9 +94,9 @@ def chunk_spans(kernels: list[tuple], chunks: list[list[tuple]]) -> list[tuple[f
 
 
 def chunk_rows(events: list[dict], layer_types: list[str], chunk: int) -> list[dict]:
-    """A row per prefill chunk (ms): its prefix, span, the full-attention and SWA layers' extend attention, MoE
-    (experts and routing), other GEMMs, the rest of its kernels, the GPU's idle time within the step, and the
-    gap since the previous step ended."""
+    """A row per prefill chunk (ms): its prefix, span, the full-attention and SWA layers' extend
+    attention, MoE (experts and routing), other GEMMs, the rest of its kernels, the GPU's idle time
+    within the step, and the gap since the previous step ended."""
     kernels = gpu_kernels(events)
     chunks = chunk_layers(kernels, len(layer_types))
     full = {i for i, kind in enumerate(layer_types) if kind == "full_attention"}
@@ -150,8 +153,10 @@ def report(out: Path) -> str:
     parts = [
         "# Prefill chunk by chunk",
         "",
-        "GPU kernel time per chunk under the torch profiler (it slows the host side: gaps read longer than "
-        "unprofiled); idle in step: the GPU waiting within a chunk's step; gap before: since the previous "
+        "GPU kernel time per chunk under the torch profiler (it slows the host side: "
+        "gaps read longer than "
+        "unprofiled); idle in step: the GPU waiting within a chunk's step; gap before: "
+        "since the previous "
         "chunk's step.",
         "",
     ]
@@ -207,7 +212,8 @@ def profile_one(
 
 
 def reduce_trace(trace: Path, variant: str, chunk: int, rows_path: Path, **extra) -> list[dict]:
-    """A profiler trace of one prompt's prefill as its chunk rows, written to `rows_path` (`extra` on the last)."""
+    """A profiler trace of one prompt's prefill as its chunk rows, written to `rows_path` (`extra`
+    on the last)."""
     with gzip.open(trace, "rt") as f:
         rows = chunk_rows(json.load(f)["traceEvents"], text_config(variant)["layer_types"], chunk)
     rows[-1].update(extra)

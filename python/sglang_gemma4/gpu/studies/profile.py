@@ -9,11 +9,11 @@ weights), prompt 256 tokens, 32 decode steps per batch size:
 - CUDA graphs on: the median decode step time, which is what serving sees;
 - CUDA graphs off, the torch profiler on 3 decode steps: every GPU kernel's time, for attribution.
 Writes DIR/<variant>-<label>-profile.jsonl (per batch size: graph step time, eager kernel time per
-step by kernel and by group, the weight bytes a step must read) and DIR/<variant>-<label>-profile.md:
-per batch size the groups' shares, the top kernels, and the weight-streaming kernels (GEMMs and the
-MoE experts) as achieved bandwidth against the HBM floor.  Bench_one_batch's own logs and traces
-stay in DIR; the traces are deleted once attributed.  --report rewrites the .md from a .jsonl
-(e.g. after a change to the kernel groups), no GPU needed.
+step by kernel and by group, the weight bytes a step must read) and
+DIR/<variant>-<label>-profile.md: per batch size the groups' shares, the top kernels, and the
+weight-streaming kernels (GEMMs and the MoE experts) as achieved bandwidth against the HBM floor.
+Bench_one_batch's own logs and traces stay in DIR; the traces are deleted once attributed.  --report
+rewrites the .md from a .jsonl (e.g. after a change to the kernel groups), no GPU needed.
 """
 
 import argparse
@@ -31,7 +31,8 @@ from sglang_gemma4.gpu.serve.presets import BACKENDS, model_flags
 from sglang_gemma4.gpu.serve.server import describe, in_build, patched_env
 
 PROMPT_LEN, DECODE_STEPS, PROFILED_STEPS = 256, 32, 3
-# Nominal HBM bandwidth (bytes/s) by device name; the floor is the active weights read once per step.
+# Nominal HBM bandwidth (bytes/s) by device name; the floor is the active weights read once per
+# step.
 HBM_BYTES_PER_S = {"H100": 3.35e12, "H200": 4.8e12}
 # Kernel name -> group, first match wins (Triton kernels keep their Python names).
 GROUPS = [
@@ -122,7 +123,8 @@ def summarize(record: dict, bandwidth: float | None) -> list[str]:
         achieved = record["active_weight_bytes"] / (streaming_us / 1e6)
         line = (
             f"\nWeight-streaming kernels (gemm + moe experts): {streaming_us / 1000:.3f} ms for "
-            f"{record['active_weight_bytes'] / 1e9:.2f} GB of active weights = {achieved / 1e12:.2f} TB/s"
+            f"{record['active_weight_bytes'] / 1e9:.2f} GB of active weights = "
+            f"{achieved / 1e12:.2f} TB/s"
         )
         if bandwidth:
             floor_ms = record["active_weight_bytes"] / bandwidth * 1000
@@ -132,8 +134,10 @@ def summarize(record: dict, bandwidth: float | None) -> list[str]:
             )
         if record["weights"]["num_experts"] and record["batch"] > 1:
             line += (
-                ". Expert bytes assume uniform routing: above batch 1 they are an upper bound (a rate "
-                "above the HBM's means the tokens shared experts; dummy weights need not route uniformly)"
+                ". Expert bytes assume uniform routing: above batch 1 they are an upper "
+                "bound (a rate "
+                "above the HBM's means the tokens shared experts; dummy weights need not "
+                "route uniformly)"
             )
         lines.append(line)
     return lines + [""]
@@ -151,8 +155,9 @@ def skipped_batches(log_text: str) -> list[int]:
 def bench_one_batch_command(
     variant: str, model: Path, out: Path, batches: list[int], eager: bool, run: str
 ) -> list[str]:
-    """bench_one_batch on the launch preset's backends and the variant's own options (so that a profiled
-    step is the served one), its result in out/<run>.jsonl; eager runs profile the decode steps."""
+    """bench_one_batch on the launch preset's backends and the variant's own options (so that a
+    profiled step is the served one), its result in out/<run>.jsonl; eager runs profile the decode
+    steps."""
     command = [
         "python3",
         "-m",
@@ -230,14 +235,18 @@ def write_report(records: list[dict], md_path: Path) -> str:
     lines = [
         f"# {first['variant']} ({first['label']}) on {gpu}: one decode step",
         "",
-        f"Prompt {PROMPT_LEN} tokens, median of {DECODE_STEPS - 1} decode steps with CUDA graphs; kernel "
-        f"attribution from {PROFILED_STEPS} profiled eager steps. Weights (bf16): dense {sizes['dense'] / 1e9:.2f} GB, "
-        f"experts {sizes['experts'] / 1e9:.2f} GB, lookup tables {sizes['lookup_tables'] / 1e9:.2f} GB.",
+        f"Prompt {PROMPT_LEN} tokens, median of {DECODE_STEPS - 1} decode steps with CUDA "
+        "graphs; kernel "
+        f"attribution from {PROFILED_STEPS} profiled eager steps. Weights (bf16): dense "
+        f"{sizes['dense'] / 1e9:.2f} GB, "
+        f"experts {sizes['experts'] / 1e9:.2f} GB, lookup tables "
+        f"{sizes['lookup_tables'] / 1e9:.2f} GB.",
         "",
     ]
     if first.get("not_measured"):
         lines += [
-            f"Not measured: batch {', '.join(map(str, first['not_measured']))} (bench_one_batch skips a batch "
+            f"Not measured: batch {', '.join(map(str, first['not_measured']))} "
+            "(bench_one_batch skips a batch "
             f"whose {PROMPT_LEN + DECODE_STEPS} tokens per request exceed the KV pool).",
             "",
         ]

@@ -91,8 +91,8 @@ def label_replays(replays: list[list[tuple]]) -> list[str]:
 
 
 def forward_times(draft: list[tuple], forwards: int) -> list[float] | None:
-    """GPU time of each draft forward: the draft loop's kernels up to and including each softmax (what
-    follows the last joins the last forward); None unless there are `forwards` softmaxes."""
+    """GPU time of each draft forward: the draft loop's kernels up to and including each softmax
+    (what follows the last joins the last forward); None unless there are `forwards` softmaxes."""
     groups, current = [], []
     for kernel in draft:
         current.append(kernel[:2])
@@ -162,7 +162,8 @@ def step_bytes(
     variant: str, target: dict, draft_weights: int, batch: int, context: int
 ) -> dict[str, float]:
     """Bytes a speculative step must read: the verify (the target's weights for batch x 4 tokens,
-    its KV) and the draft loop (3 forwards of the assistant's weights and the target KV it reads)."""
+    its KV) and the draft loop (3 forwards of the assistant's weights and the target KV it
+    reads)."""
     config = text_config(variant)
     token_bytes, window = kv_token_bytes(config), config["sliding_window"]
     draft_layers = assistant_text_config(variant)["layer_types"]
@@ -178,7 +179,8 @@ def step_bytes(
 
 def draft_weight_bytes(variant: str) -> int:
     """bf16 bytes of the assistant draft as transformers builds it (on the meta device): no K/V
-    projections, which its layers do not need (sglang's fused qkv_proj still holds and reads them)."""
+    projections, which its layers do not need (sglang's fused qkv_proj still holds and reads
+    them)."""
     import torch
     from transformers import Gemma4AssistantConfig, Gemma4AssistantForCausalLM
 
@@ -205,7 +207,8 @@ def forward_medians(rows: list[dict]) -> str:
 
 
 def floor_us(nbytes: float, bandwidth: float | None) -> str:
-    """Time to read `nbytes` at the HBM's nominal bandwidth ('?' on a GPU not in HBM_BYTES_PER_S)."""
+    """Time to read `nbytes` at the HBM's nominal bandwidth ('?' on a GPU not in
+    HBM_BYTES_PER_S)."""
     return f"{nbytes / bandwidth * 1e6:.1f}" if bandwidth else "?"
 
 
@@ -215,10 +218,15 @@ def summarize(records: list[dict]) -> str:
     first = records[0]
     bandwidth = next((bw for key, bw in HBM_BYTES_PER_S.items() if key in first["gpu"]), None)
     lines = [
-        f"# {first['variant']} ({first['build']}) on {first['gpu']}: one speculative step (frozen-KV MTP)",
+        (
+            f"# {first['variant']} ({first['build']}) on {first['gpu']}: one speculative step "
+            "(frozen-KV MTP)"
+        ),
         "",
-        f"{DRAFT_FORWARDS} draft forwards, {MTP_DRAFT_TOKENS} draft tokens, top-k 1; simulated accept length "
-        f"{first['accept_len']}. Medians over the traced steps (us); idle = the GPU waiting for the host.",
+        f"{DRAFT_FORWARDS} draft forwards, {MTP_DRAFT_TOKENS} draft tokens, top-k 1; "
+        "simulated accept length "
+        f"{first['accept_len']}. Medians over the traced steps (us); idle = the GPU "
+        "waiting for the host.",
         "",
         "| batch | steps | accept len (logged) | "
         + " | ".join(p.replace("_", " ") for p in PARTS)
@@ -233,7 +241,8 @@ def summarize(records: list[dict]) -> str:
         )
     lines += [
         "",
-        "| batch | context | verify GB (weights + KV) | verify floor us | verify busy us | draft GB | "
+        "| batch | context | verify GB (weights + KV) | verify floor us | verify busy us "
+        "| draft GB | "
         "draft floor us | draft busy us |",
         "|---|---|---|---|---|---|---|---|",
     ]
@@ -241,8 +250,10 @@ def summarize(records: list[dict]) -> str:
         b = r["bytes"]
         verify, draft = b["verify_weights"] + b["verify_kv"], b["draft_weights"] + b["draft_kv"]
         lines.append(
-            f"| {r['batch']} | {r['context']} | {verify / 1e9:.3f} | {floor_us(verify, bandwidth)} | "
-            f"{median(r['steps'], 'verify_busy_us'):.1f} | {draft / 1e9:.3f} | {floor_us(draft, bandwidth)} | "
+            f"| {r['batch']} | {r['context']} | {verify / 1e9:.3f} | "
+            f"{floor_us(verify, bandwidth)} | "
+            f"{median(r['steps'], 'verify_busy_us'):.1f} | {draft / 1e9:.3f} | "
+            f"{floor_us(draft, bandwidth)} | "
             f"{median(r['steps'], 'draft_busy_us'):.1f} |"
         )
     lines += [
@@ -254,7 +265,8 @@ def summarize(records: list[dict]) -> str:
 
 
 class Stream(threading.Thread):
-    """One greedy request, streamed until `close` is set; keeps its latest completion-token count."""
+    """One greedy request, streamed until `close` is set; keeps its latest completion-token
+    count."""
 
     def __init__(self, url: str, seed: int, prompt_len: int = PROMPT_LEN):
         super().__init__(daemon=True)
@@ -288,14 +300,17 @@ def wait_for(streams: list[Stream], tokens: int, timeout: float) -> None:
         failed = [s.error for s in streams if s.error]
         if failed or time.monotonic() > deadline:
             raise RuntimeError(
-                f"streams did not reach {tokens} tokens ({[s.tokens for s in streams]}): {failed[:1]}"
+                (
+                    f"streams did not reach {tokens} tokens ({[s.tokens for s in streams]}): "
+                    f"{failed[:1]}"
+                )
             )
         time.sleep(0.5)
 
 
 def wait_drained(url: str, timeout: float) -> None:
-    """Until the server runs and queues no request (closed streams are aborted as it notices), so the
-    next batch size's trace holds only its own requests."""
+    """Until the server runs and queues no request (closed streams are aborted as it notices), so
+    the next batch size's trace holds only its own requests."""
     deadline = time.monotonic() + timeout
     while True:
         status, body = http_json("GET", url + "/v1/loads?include=core")
@@ -307,14 +322,18 @@ def wait_drained(url: str, timeout: float) -> None:
             return
         if time.monotonic() > deadline:
             raise RuntimeError(
-                f"the server still has requests after {timeout} s (/v1/loads: {status} {body[:200]})"
+                (
+                    f"the server still has requests after {timeout} s (/v1/loads: {status} "
+                    f"{body[:200]})"
+                )
             )
         time.sleep(0.5)
 
 
 def logged_accept_len(log: Path, since: int) -> float:
-    """The median accept length of the scheduler's decode lines written to `log` after byte `since` (a
-    streamed request's meta_info carries none until it finishes, and the traced streams never do)."""
+    """The median accept length of the scheduler's decode lines written to `log` after byte `since`
+    (a streamed request's meta_info carries none until it finishes, and the traced streams never
+    do)."""
     with open(log, "rb") as f:
         f.seek(since)
         accept = summary(parse(f.read().decode(errors="replace"))).get("median_accept_len")

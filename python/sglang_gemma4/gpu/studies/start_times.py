@@ -3,10 +3,11 @@
     python -m sglang_gemma4.gpu.studies.start_times LOG [LOG ...] [--markdown]
 
 For each sglang server log: the launch preset's prebuild of CUDA modules, which runs before the
-server and so before its first log line (sglang_gemma4.gpu.serve.prebuild's own total), the time from the
-first log line to weight loading done, the decode CUDA-graph capture and the piecewise capture
-(sglang's own "Time elapsed"), and the first line to "The server is fired up" (ready). Decode graph
-sizes come from the logged server arguments (0.5.12) or the decode capture's first line (0.5.17).
+server and so before its first log line (sglang_gemma4.gpu.serve.prebuild's own total), the time
+from the first log line to weight loading done, the decode CUDA-graph capture and the piecewise
+capture (sglang's own "Time elapsed"), and the first line to "The server is fired up" (ready).
+Decode graph sizes come from the logged server arguments (0.5.12) or the decode capture's first line
+(0.5.17).
 """
 
 import argparse
@@ -24,7 +25,8 @@ PIECEWISE = (
     r"Capture (?:piecewise|target prefill) CUDA graph end\. (?:Time elapsed: |elapsed=)([\d.]+) s"
 )
 PREBUILD = r"^prebuild: \d+ of \d+ modules ready in ([\d.]+) s"
-# the decode graphs' batch sizes: 0.5.12 logs them with the server arguments, 0.5.17 where it captures
+# the decode graphs' batch sizes: 0.5.12 logs them with the server arguments, 0.5.17 where it
+# captures
 GRAPH_SIZES = r"(?:cuda_graph_bs=|Capture target decode CUDA graph begin\..* bs=)\[([\d, ]*)\]"
 
 
@@ -82,7 +84,8 @@ def main() -> int:
         print("\n".join(json.dumps(r) for r in rows))
         return 0
     print(
-        "| log | decode graph sizes | piecewise | prebuild (s) | weights loaded (s) | decode capture (s) | "
+        "| log | decode graph sizes | piecewise | prebuild (s) | weights loaded (s) | "
+        "decode capture (s) | "
         "piecewise capture (s) | ready (s) |\n|---|---|---|---|---|---|---|---|"
     )
     for r in rows:

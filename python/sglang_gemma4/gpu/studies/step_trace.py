@@ -1,16 +1,17 @@
 """Where a served decode step's time goes: on the GPU, or waiting for the scheduler (issue #10).
 
-    python -m sglang_gemma4.gpu.studies.step_trace --variant 26b-a4b --out DIR [--builds pristine patched]
-        [--config 'NAME=BUILD [KEY=VALUE ...] [flags]' ...] [--steps 60] [--streams 1] [--prompt-len 128]
-        [-- server flags for every setup]
+    python -m sglang_gemma4.gpu.studies.step_trace --variant 26b-a4b --out DIR
+        [--builds pristine patched]
+        [--config 'NAME=BUILD [KEY=VALUE ...] [flags]' ...] [--steps 60] [--streams 1] [--prompt-len
+        128] [-- server flags for every setup]
 
 For each setup (a plain build, or a named variation of one as in bench.py): start the server
 (launch preset, dummy weights), stream --streams greedy requests at once (--prompt-len prompt tokens
 each, different prompts, 2000 output tokens) and, once each has decoded 256 tokens (the same context
 length for every setup: decode attention's cost moves with it), record `--steps` scheduler steps
 with the torch profiler through the server's /start_profile (GPU activity only: kernels and CUDA API
-calls, so that the profiler adds little to the scheduler's own CPU time; it still slows CUDA calls, so
-periods read longer than the TPOT).
+calls, so that the profiler adds little to the scheduler's own CPU time; it still slows CUDA calls,
+so periods read longer than the TPOT).
 From the trace, per decode step (one CUDA-graph replay to the next on the GPU): the period, the
 graph's span on the GPU, the kernel time outside the graph (sampling, metadata) and the GPU's idle
 time, and how many device-to-host copies ran between the replays (a host read of a GPU value: the
@@ -56,8 +57,8 @@ def busy_between(intervals: list[tuple], start: float, end: float) -> float:
 
 
 def short_name(kernel: str) -> str:
-    """A kernel's name cut to its first 90 characters (a C++ name runs to a page; its start names the
-    kernel and its functor)."""
+    """A kernel's name cut to its first 90 characters (a C++ name runs to a page; its start names
+    the kernel and its functor)."""
     return kernel.removeprefix("void ")[:90]
 
 
@@ -143,8 +144,9 @@ def summarize(rows_by_setup: dict[str, list[dict]]) -> str:
 
 
 def kernel_table(rows_by_setup: dict[str, list[dict]], top: int = TOP_KERNELS) -> str:
-    """Median us per step of each kernel (by short name, a step without it counting 0), inside the graph and
-    between replays, for the `top` kernels largest in any setup: where two setups' steps differ."""
+    """Median us per step of each kernel (by short name, a step without it counting 0), inside the
+    graph and between replays, for the `top` kernels largest in any setup: where two setups' steps
+    differ."""
     medians: dict[tuple[str, str], dict[str, float]] = {}
     for setup, rows in rows_by_setup.items():
         for where, key in (("graph", "graph_kernel_us"), ("between", "outside_kernel_us")):
@@ -206,7 +208,8 @@ def server_for(variant: str, setup: Setup, flags: list[str], out: Path) -> Serve
 
 
 def request_for(stream: int, prompt_len: int, output_len: int = OUTPUT_LEN) -> dict:
-    """A greedy streamed /generate request; each stream its own prompt (no radix-cache hits between them)."""
+    """A greedy streamed /generate request; each stream its own prompt (no radix-cache hits between
+    them)."""
     return {
         "input_ids": [1000 + (stream * 7 + i) % 5000 for i in range(prompt_len)],
         "stream": True,
@@ -300,7 +303,8 @@ def main() -> int:
             args.variant, setup, args.steps, args.flags, out, args.streams, args.prompt_len
         )
         table = (
-            f"# {args.variant}: {args.streams} request(s) of {args.prompt_len} prompt tokens decoding, {args.steps} "
+            f"# {args.variant}: {args.streams} request(s) of {args.prompt_len} prompt "
+            f"tokens decoding, {args.steps} "
             f"steps traced per setup\n\n{summarize(rows)}\n\nKernels, median us per step:\n\n"
             f"{kernel_table(rows)}\n"
         )
