@@ -11,8 +11,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class JsonHandler(BaseHTTPRequestHandler):
     def answer(self, status, body, events=None):
         """body as JSON, or with events: each as a server-sent event ('[DONE]' as it is)."""
-        data = (json.dumps(body).encode() if events is None
-                else "".join(f"data: {e if e == '[DONE]' else json.dumps(e)}\n\n" for e in events).encode())
+        data = (
+            json.dumps(body).encode()
+            if events is None
+            else "".join(
+                f"data: {e if e == '[DONE]' else json.dumps(e)}\n\n" for e in events
+            ).encode()
+        )
         self.send_response(status)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

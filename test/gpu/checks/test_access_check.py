@@ -1,6 +1,6 @@
-"""The access check (gpu/checks/access_check.py): its probes, sent to the patched HTTP app in process (a stub
-tokenizer manager behind it, so the probes that need the serving classes and the model are left to
-the GPU run), all pass;
+"""The access check (gpu/checks/access_check.py): its probes, sent to the patched HTTP app in
+process (a stub tokenizer manager behind it, so the probes that need the serving classes and the
+model are left to the GPU run), all pass;
 a wrong status, a CORS header that should be absent and a key in a body are each reported; the
 websocket handshake it sends is answered with its status; a dry run prints its two servers, the
 second with both keys."""
@@ -25,8 +25,10 @@ def in_process(client):
     from starlette.websockets import WebSocketDisconnect
 
     def send(probe: Probe) -> Answer:
-        headers = {**({"Authorization": f"Bearer {probe.key}"} if probe.key else {}),
-                   **({"Origin": probe.origin} if probe.origin else {})}
+        headers = {
+            **({"Authorization": f"Bearer {probe.key}"} if probe.key else {}),
+            **({"Origin": probe.origin} if probe.origin else {}),
+        }
         if probe.method == "WEBSOCKET":
             try:
                 with client.websocket_connect(probe.path, headers=headers):
@@ -50,11 +52,19 @@ def test_every_probe_passes_against_the_patched_app(monkeypatch, setup):
 
 
 def test_each_kind_of_failure_is_reported():
-    probe = Probe("p", "GET", "/v1/models", 200, absent_header="access-control-allow-origin", absent_text=("k1",))
+    probe = Probe(
+        "p",
+        "GET",
+        "/v1/models",
+        200,
+        absent_header="access-control-allow-origin",
+        absent_text=("k1",),
+    )
     assert access_check.judge(probe, Answer(200, {}, "ok")) is None
     assert "answered 403, expected 200" in access_check.judge(probe, Answer(403, {}, "no"))
     assert "carries access-control-allow-origin" in access_check.judge(
-        probe, Answer(200, {"access-control-allow-origin": "*"}, ""))
+        probe, Answer(200, {"access-control-allow-origin": "*"}, "")
+    )
     assert "holds ['k1']" in access_check.judge(probe, Answer(200, {}, '{"api_key": "k1"}'))
 
     def refused(probe):
@@ -83,7 +93,12 @@ def test_the_handshake_reads_the_status_it_is_answered():
     thread = threading.Thread(target=answer)
     thread.start()
     port = listener.getsockname()[1]
-    assert access_check.handshake(f"http://127.0.0.1:{port}", "/v1/realtime", {"Origin": "https://x.example"}) == 403
+    assert (
+        access_check.handshake(
+            f"http://127.0.0.1:{port}", "/v1/realtime", {"Origin": "https://x.example"}
+        )
+        == 403
+    )
     thread.join()
     listener.close()
     (request,) = received

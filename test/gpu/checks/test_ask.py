@@ -1,6 +1,7 @@
 """The harness's HTTP helpers (the readiness wait shared by Server.start and `ask`, raw and JSON
 posts) against a local stand-in server, and Server's guards against outliving or mistaking a server:
-a port still served after the wait (one that frees within it is taken), SIGTERM while starting or serving."""
+a port still served after the wait (one that frees within it is taken), SIGTERM while starting or
+serving."""
 
 import json
 import os
@@ -68,9 +69,16 @@ def test_ask_sends_one_greedy_request(url, monkeypatch, capsys):
 
 
 def test_posts_bytes_as_they_are_and_objects_as_json(url):
-    # Bytes carry what json.dumps would refuse to write as sent (e.g. NaN); the stand-in parses both.
-    assert http_json("POST", f"{url}/generate", b'{"sampling_params": {"max_new_tokens": 2}}') == (200, '{"text": " w0 w0"}')
-    assert http_json("POST", f"{url}/generate", {"sampling_params": {"max_new_tokens": 1}}) == (200, '{"text": " w0"}')
+    # Bytes carry what json.dumps would refuse to write as sent (e.g. NaN); the stand-in parses
+    # both.
+    assert http_json("POST", f"{url}/generate", b'{"sampling_params": {"max_new_tokens": 2}}') == (
+        200,
+        '{"text": " w0 w0"}',
+    )
+    assert http_json("POST", f"{url}/generate", {"sampling_params": {"max_new_tokens": 1}}) == (
+        200,
+        '{"text": " w0"}',
+    )
 
 
 def test_server_refuses_a_port_another_process_serves(url, tmp_path, monkeypatch):
@@ -79,14 +87,17 @@ def test_server_refuses_a_port_another_process_serves(url, tmp_path, monkeypatch
     port = int(url.rsplit(":", 1)[1])
     server = Server("e2b", "patched", tmp_path / "server.log", port=port)
     started = time.monotonic()
-    with pytest.raises(RuntimeError, match=f"port {port} is still served by another process 1 s on"):
+    with pytest.raises(
+        RuntimeError, match=f"port {port} is still served by another process 1 s on"
+    ):
         server.start(timeout=5)
     assert time.monotonic() - started >= 1  # it waited for the port first
     assert server.process is None and not (tmp_path / "server.log").exists()
 
 
 def test_a_port_that_frees_within_the_wait_is_taken():
-    # the server of a run just cut off by its time limit, still being stopped when the next run starts
+    # the server of a run just cut off by its time limit, still being stopped when the next run
+    # starts
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
@@ -119,7 +130,7 @@ s.LAUNCHER = (sys.argv[1],)
 with s.Server("e2b", "patched", Path(sys.argv[2]), port=int(sys.argv[3]), env={"SGLANG_OPT_SWITCH": "1"}) as running:
     print("ready", flush=True)
     time.sleep(600)
-"""
+"""  # noqa: E501 (the script is run as it stands)
 
 
 @pytest.mark.parametrize("ready", [True, False], ids=["serving", "starting"])
@@ -133,10 +144,19 @@ def test_sigterm_to_the_harness_stops_its_server(tmp_path, ready):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     pid_file = tmp_path / "pid"
-    env = {**os.environ, "SGLANG_GEMMA4_PREFIX": str(tmp_path), "FAKE_PID": str(pid_file),
-           "FAKE_READY": "1" if ready else "0", "FAKE_PYTHON": sys.executable}
-    harness = subprocess.Popen([sys.executable, "-c", HARNESS, str(launch), str(tmp_path / "server.log"), str(port)],
-                               env=env, stdout=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "SGLANG_GEMMA4_PREFIX": str(tmp_path),
+        "FAKE_PID": str(pid_file),
+        "FAKE_READY": "1" if ready else "0",
+        "FAKE_PYTHON": sys.executable,
+    }
+    harness = subprocess.Popen(
+        [sys.executable, "-c", HARNESS, str(launch), str(tmp_path / "server.log"), str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     if ready:
         assert harness.stdout.readline().strip() == "ready"
         # the server log's first line says which build, switches and port it is the log of

@@ -19,7 +19,6 @@ def test_a_dead_server_reads_as_not_serving():
     assert good_request(f"http://127.0.0.1:{port}") is False
 
 
-
 def test_the_nan_prone_sampling_cases_ban_what_they_say():
     named = {name: payload for name, _, payload in bad_input.cases(vocab=1000, context=100)}
     every = named["-inf on every token"]["sampling_params"]["logit_bias"]
@@ -63,7 +62,9 @@ def test_a_prefix_abort_of_another_request_is_caught(monkeypatch, by_prefix, sta
     server = ThreadingHTTPServer(("127.0.0.1", 0), PrefixServer)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        got, how = bad_input.abort_leaves_prefixed_rids(f"http://127.0.0.1:{server.server_address[1]}")
+        got, how = bad_input.abort_leaves_prefixed_rids(
+            f"http://127.0.0.1:{server.server_address[1]}"
+        )
     finally:
         server.shutdown()
     assert got == status, how

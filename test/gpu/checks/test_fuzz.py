@@ -28,7 +28,9 @@ def leaves(value):
             yield from leaves(item)
     elif isinstance(value, list):
         yield ("len", len(value))
-        scalars = {item for item in value if not isinstance(item, (list, dict))}  # huge lists repeat
+        scalars = {
+            item for item in value if not isinstance(item, (list, dict))
+        }  # huge lists repeat
         yield from scalars
         for item in value:
             if isinstance(item, (list, dict)):
@@ -47,7 +49,9 @@ def test_the_same_seed_generates_the_same_requests():
 
 def test_every_endpoint_streaming_and_not_and_every_field_is_fuzzed():
     requests = generated()
-    assert {(e, p["stream"]) for e, p in requests} == {(e, s) for e in fuzz.ENDPOINTS for s in (True, False)}
+    assert {(e, p["stream"]) for e, p in requests} == {
+        (e, s) for e in fuzz.ENDPOINTS for s in (True, False)
+    }
     fields = {e: set() for e in fuzz.ENDPOINTS}
     for endpoint, payload in requests:
         params = payload.get("sampling_params")
@@ -73,8 +77,8 @@ def test_values_cover_every_json_type_the_boundaries_bad_unicode_and_huge_lists(
 def test_every_request_bounds_its_generation():
     for endpoint, payload in generated():
         params = payload.get("sampling_params", payload)
-        for params in params if isinstance(params, list) else [params]:
-            length = params.get("max_new_tokens" if endpoint == "/generate" else "max_tokens")
+        for one in params if isinstance(params, list) else [params]:
+            length = one.get("max_new_tokens" if endpoint == "/generate" else "max_tokens")
             assert length is not None
 
 
@@ -91,63 +95,112 @@ def sse(*events) -> str:
     return "".join(f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n" for e in events)
 
 
-@pytest.mark.parametrize("endpoint, stream, status, body, outcome", [
-    ("/generate", False, 200, GENERATED, "ok"),
-    ("/generate", False, 200, f"[{GENERATED}, {GENERATED}]", "ok"),
-    ("/v1/completions", False, 200, CHOICES, "ok"),
-    ("/v1/chat/completions", True, 200, sse({"choices": [{"delta": {"content": "x"}}]}, {"choices": []}, "[DONE]"),
-     "ok"),
-    ("/generate", True, 200, sse(json.loads(GENERATED), "[DONE]"), "ok"),
-    ("/generate", False, 400, '{"error": {"message": "top_k must be ..."}}', "client-error"),
-    ("/v1/chat/completions", False, 422, "", "client-error"),
-    ("/generate", False, 500, "Internal Server Error", "server-error"),
-    ("/generate", False, 503, "", "server-error"),
-    ("/generate", False, 0, "ConnectionRefusedError", "no-answer"),
-    ("/generate", False, 200, "not json", "bad-body"),
-    ("/v1/completions", False, 200, '{"object": "error"}', "bad-body"),
-    ("/generate", True, 200, sse(json.loads(GENERATED)), "bad-body"),  # no [DONE]: cut off
-    ("/generate", True, 200, sse({"error": {"message": "bad", "code": 400}}, "[DONE]"), "client-error"),
-    ("/v1/completions", True, 200, sse({"error": {"message": "boom", "code": 500}}, "[DONE]"), "server-error"),
-    ("/generate", True, 200, sse({"text": "", "meta_info": {"finish_reason": {"type": "abort", "status_code": 400}}},
-                                 "[DONE]"), "client-error"),
-    ("/generate", False, 200, json.dumps({"text": "", "meta_info": {"finish_reason": {"type": "abort",
-                                                                                        "status_code": 500}}}),
-     "server-error"),
-])
+@pytest.mark.parametrize(
+    "endpoint, stream, status, body, outcome",
+    [
+        ("/generate", False, 200, GENERATED, "ok"),
+        ("/generate", False, 200, f"[{GENERATED}, {GENERATED}]", "ok"),
+        ("/v1/completions", False, 200, CHOICES, "ok"),
+        (
+            "/v1/chat/completions",
+            True,
+            200,
+            sse({"choices": [{"delta": {"content": "x"}}]}, {"choices": []}, "[DONE]"),
+            "ok",
+        ),
+        ("/generate", True, 200, sse(json.loads(GENERATED), "[DONE]"), "ok"),
+        ("/generate", False, 400, '{"error": {"message": "top_k must be ..."}}', "client-error"),
+        ("/v1/chat/completions", False, 422, "", "client-error"),
+        ("/generate", False, 500, "Internal Server Error", "server-error"),
+        ("/generate", False, 503, "", "server-error"),
+        ("/generate", False, 0, "ConnectionRefusedError", "no-answer"),
+        ("/generate", False, 200, "not json", "bad-body"),
+        ("/v1/completions", False, 200, '{"object": "error"}', "bad-body"),
+        ("/generate", True, 200, sse(json.loads(GENERATED)), "bad-body"),  # no [DONE]: cut off
+        (
+            "/generate",
+            True,
+            200,
+            sse({"error": {"message": "bad", "code": 400}}, "[DONE]"),
+            "client-error",
+        ),
+        (
+            "/v1/completions",
+            True,
+            200,
+            sse({"error": {"message": "boom", "code": 500}}, "[DONE]"),
+            "server-error",
+        ),
+        (
+            "/generate",
+            True,
+            200,
+            sse(
+                {"text": "", "meta_info": {"finish_reason": {"type": "abort", "status_code": 400}}},
+                "[DONE]",
+            ),
+            "client-error",
+        ),
+        (
+            "/generate",
+            False,
+            200,
+            json.dumps(
+                {"text": "", "meta_info": {"finish_reason": {"type": "abort", "status_code": 500}}}
+            ),
+            "server-error",
+        ),
+    ],
+)
 def test_answers_are_classified(endpoint, stream, status, body, outcome):
     assert fuzz.classify(endpoint, stream, status, body) == outcome
 
 
 def decode_line(second: int, running: int, full: int, swa: int, queued: int = 0) -> str:
-    return (f"[2026-11-24 10:00:{second:02d}] Decode batch, #running-req: {running}, #full token: {full}, "
-            f"full token usage: 0.00, #swa token: {swa}, swa token usage: 0.00, cuda graph: False, "
-            f"gen throughput (token/s): 50.00, #queue-req: {queued}")
+    return (
+        f"[2026-11-24 10:00:{second:02d}] Decode batch, #running-req: {running}, #full "
+        f"token: {full}, "
+        f"full token usage: 0.00, #swa token: {swa}, swa token usage: 0.00, cuda graph: False, "
+        f"gen throughput (token/s): 50.00, #queue-req: {queued}"
+    )
 
 
-@pytest.mark.parametrize("lines, drained", [
-    ([decode_line(1, 1, 47, 47), decode_line(3, 1, 87, 87)], True),
-    ([decode_line(1, 2, 47, 47)], False),  # a request left running
-    ([decode_line(1, 1, 47, 47, queued=1)], False),  # or queued
-    ([decode_line(1, 1, 47, 600)], False),  # tokens no request holds
-    ([decode_line(1, 1, 900, 47)], False),
-    (["[2026-11-24 10:00:01] Decode batch, #running-req: 1, #token: 30, token usage: 0.00, cuda graph: False, "
-      "gen throughput (token/s): 50.00, #queue-req: 0"], True),  # a pool without SWA
-    ([], False),  # no decode line: nothing read
-])
+@pytest.mark.parametrize(
+    "lines, drained",
+    [
+        ([decode_line(1, 1, 47, 47), decode_line(3, 1, 87, 87)], True),
+        ([decode_line(1, 2, 47, 47)], False),  # a request left running
+        ([decode_line(1, 1, 47, 47, queued=1)], False),  # or queued
+        ([decode_line(1, 1, 47, 600)], False),  # tokens no request holds
+        ([decode_line(1, 1, 900, 47)], False),
+        (
+            [
+                "[2026-11-24 10:00:01] Decode batch, #running-req: 1, #token: 30, token "
+                "usage: 0.00, cuda graph: False, "
+                "gen throughput (token/s): 50.00, #queue-req: 0"
+            ],
+            True,
+        ),  # a pool without SWA
+        ([], False),  # no decode line: nothing read
+    ],
+)
 def test_the_pool_is_drained_when_the_probe_decodes_alone_with_its_own_tokens(lines, drained):
     assert fuzz.pool_drained("\n".join(lines), own_tokens=88)[0] is drained
 
 
-@pytest.mark.parametrize("counts, alive, good, drained, passed", [
-    ({"ok": 300, "client-error": 300}, True, True, True, True),
-    ({"ok": 599, "server-error": 1}, True, True, True, False),
-    ({"ok": 599, "bad-body": 1}, True, True, True, False),
-    ({"ok": 599, "no-answer": 1}, True, True, True, False),
-    ({"ok": 599, "not-sent": 1}, True, True, True, False),
-    ({"ok": 600}, False, False, False, False),
-    ({"ok": 600}, True, False, True, False),
-    ({"ok": 600}, True, True, False, False),
-])
+@pytest.mark.parametrize(
+    "counts, alive, good, drained, passed",
+    [
+        ({"ok": 300, "client-error": 300}, True, True, True, True),
+        ({"ok": 599, "server-error": 1}, True, True, True, False),
+        ({"ok": 599, "bad-body": 1}, True, True, True, False),
+        ({"ok": 599, "no-answer": 1}, True, True, True, False),
+        ({"ok": 599, "not-sent": 1}, True, True, True, False),
+        ({"ok": 600}, False, False, False, False),
+        ({"ok": 600}, True, False, True, False),
+        ({"ok": 600}, True, True, False, False),
+    ],
+)
 def test_verdict(counts, alive, good, drained, passed):
     assert fuzz.verdict(counts, alive, good, drained) is passed
 
@@ -176,14 +229,18 @@ class StandIn(JsonHandler):
         self.answer(200, {})
 
 
-def stand_in_run(tmp_path, monkeypatch, fail_some: bool, time_limit: float = 300) -> tuple[bool, dict]:
+def stand_in_run(
+    tmp_path, monkeypatch, fail_some: bool, time_limit: float = 300
+) -> tuple[bool, dict]:
     monkeypatch.setattr(fuzz.time, "sleep", lambda s: None)
     log = tmp_path / "server.log"
     log.write_text("")
     monkeypatch.setattr(StandIn, "log_path", log)
     monkeypatch.setattr(StandIn, "fail_some", fail_some)
     with serving(StandIn) as url:
-        passed = fuzz.run(url, log, tmp_path, count=40, seed=5, vocab=VOCAB, workers=4, time_limit=time_limit)
+        passed = fuzz.run(
+            url, log, tmp_path, count=40, seed=5, vocab=VOCAB, workers=4, time_limit=time_limit
+        )
     return passed, json.loads((tmp_path / "fuzz.json").read_text())
 
 
@@ -192,7 +249,9 @@ def test_a_run_writes_its_result_file(tmp_path, monkeypatch, fail_some, verdict)
     passed, result = stand_in_run(tmp_path, monkeypatch, fail_some)
     assert passed is (verdict == "PASS") and result["verdict"] == verdict
     assert result["seed"] == 5 and sum(result["outcomes"].values()) == 40
-    assert result["pool_drained"] and result["good_request_answered"] and result["server_deaths"] == 0
+    assert (
+        result["pool_drained"] and result["good_request_answered"] and result["server_deaths"] == 0
+    )
     assert result["answers_5xx"] == len(result["failures"]) == (4 if fail_some else 0)
 
 

@@ -11,15 +11,26 @@ def step(top1: int, logprobs: dict) -> dict:
 
 def test_identical_runs_agree_with_zero_delta():
     run = [[step(5, {5: -0.1, 6: -2.0}), step(6, {6: -0.3, 5: -1.5})]]
-    assert compare(run, run) == {"top1_agreement": 1.0, "max_abs_dlogprob": 0.0, "top20_overlap": 0.1,
-                                 "steps_compared": 2}
+    assert compare(run, run) == {
+        "top1_agreement": 1.0,
+        "max_abs_dlogprob": 0.0,
+        "top20_overlap": 0.1,
+        "steps_compared": 2,
+    }
 
 
 def test_a_flipped_first_step_skips_the_rest_of_that_prompt():
-    ref = [[step(5, {5: -0.1, 6: -0.2}), step(7, {7: -0.5})], [step(8, {8: -0.1}), step(9, {9: -0.1})]]
-    got = [[step(6, {6: -0.15, 5: -0.12}), step(1, {1: -9.0})], [step(8, {8: -0.3}), step(9, {9: -0.1})]]
+    ref = [
+        [step(5, {5: -0.1, 6: -0.2}), step(7, {7: -0.5})],
+        [step(8, {8: -0.1}), step(9, {9: -0.1})],
+    ]
+    got = [
+        [step(6, {6: -0.15, 5: -0.12}), step(1, {1: -9.0})],
+        [step(8, {8: -0.3}), step(9, {9: -0.1})],
+    ]
     result = compare(ref, got)
-    # prompt 1: step 1 disagrees (its deltas count, its step 2 is not compared); prompt 2: both agree
+    # prompt 1: step 1 disagrees (its deltas count, its step 2 is not compared); prompt 2: both
+    # agree
     assert result["steps_compared"] == 3 and result["top1_agreement"] == round(2 / 3, 4)
     assert result["max_abs_dlogprob"] == 0.2
 

@@ -1,7 +1,8 @@
-"""The route table (gpu/checks/routes.py) against the routes sglang's HTTP app registers (the patched tree's
-sglang.srt.entrypoints.http_server.app): one entry per (method, path), each public or admin; a route
-the app adds (at a rebase) or drops fails here until the table says what it is. The fields the table
-names for a route's body must be fields of the model the route reads its body into."""
+"""The route table (gpu/checks/routes.py) against the routes sglang's HTTP app registers (the
+patched tree's sglang.srt.entrypoints.http_server.app): one entry per (method, path), each public or
+admin; a route the app adds (at a rebase) or drops fails here until the table says what it is. The
+fields the table names for a route's body must be fields of the model the route reads its body
+into."""
 
 import dataclasses
 import functools
@@ -23,7 +24,9 @@ def app():
 def test_every_route_the_app_registers_is_in_the_table():
     table = {key for key, route in routes.BY_KEY.items() if not route.only_when}
     missing = sorted(routes.registered(app()) - table)
-    assert not missing, f"routes sglang registers that gpu/checks/routes.py does not classify: {missing}"
+    assert not missing, (
+        f"routes sglang registers that gpu/checks/routes.py does not classify: {missing}"
+    )
 
 
 def test_every_route_in_the_table_is_registered():
@@ -51,7 +54,9 @@ def _body_models():
                 walk(route.original_router.routes)
             elif isinstance(route, APIRoute) and route.dependant.body_params:
                 annotation = route.dependant.body_params[0].field_info.annotation
-                models = [a for a in typing.get_args(annotation) if a is not type(None)] or [annotation]
+                models = [a for a in typing.get_args(annotation) if a is not type(None)] or [
+                    annotation
+                ]
                 for method in route.methods:
                     found[(method, route.path)] = models[0]
 
@@ -67,15 +72,21 @@ def _field_names(model) -> set[str]:
     return set(getattr(model, "__struct_fields__", ()))  # msgspec
 
 
-@pytest.mark.parametrize("route", [r for r in routes.ROUTES if r.body and r.body not in ("multipart", "websocket")],
-                         ids=lambda r: f"{r.method} {r.path}")
+@pytest.mark.parametrize(
+    "route",
+    [r for r in routes.ROUTES if r.body and r.body not in ("multipart", "websocket")],
+    ids=lambda r: f"{r.method} {r.path}",
+)
 def test_the_body_model_and_its_fields_are_the_apps(route):
     model = _body_models().get((route.method, route.path))
     assert model is not None and model.__name__ == route.body, (route, model)
     unknown = (set(route.fields) | set(route.example or {})) - _field_names(model)
-    assert not unknown, f"{route.method} {route.path}: {model.__name__} has no fields {sorted(unknown)}"
+    assert not unknown, (
+        f"{route.method} {route.path}: {model.__name__} has no fields {sorted(unknown)}"
+    )
 
 
 def test_routes_registered_only_under_a_condition_are_marked():
-    # /dumper/{method} appears only with DUMPER_SERVER_PORT=reuse, /metrics only with --enable-metrics
+    # /dumper/{method} appears only with DUMPER_SERVER_PORT=reuse, /metrics only with
+    # --enable-metrics
     assert {r.path for r in routes.ROUTES if r.only_when} == {"/dumper/{method}", "/metrics"}

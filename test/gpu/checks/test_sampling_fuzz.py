@@ -39,13 +39,28 @@ def test_good_requests_are_ordinary():
     for batch in generated():
         for kind, endpoint, payload in batch:
             if kind == "good":
-                assert set(sampling_of(endpoint, payload)) - {"max_new_tokens", "max_tokens", "model", "stream",
-                                                              "prompt", "messages", "text"} == {"temperature"}
+                assert set(sampling_of(endpoint, payload)) - {
+                    "max_new_tokens",
+                    "max_tokens",
+                    "model",
+                    "stream",
+                    "prompt",
+                    "messages",
+                    "text",
+                } == {"temperature"}
 
 
 def test_hostile_values_reach_every_bound_and_combination():
-    seen = {"temperature": set(), "bias": set(), "repetition_penalty": set(), "frequency_penalty": set(),
-            "top_p": set(), "top_k": set(), "min_p": set(), "stop_regex": set()}
+    seen = {
+        "temperature": set(),
+        "bias": set(),
+        "repetition_penalty": set(),
+        "frequency_penalty": set(),
+        "top_p": set(),
+        "top_k": set(),
+        "min_p": set(),
+        "stop_regex": set(),
+    }
     forms, combos, endpoints, streamed = set(), set(), set(), set()
     for batch in generated(1600):
         for kind, endpoint, payload in batch:
@@ -59,7 +74,9 @@ def test_hostile_values_reach_every_bound_and_combination():
             if bias:
                 seen["bias"].update(bias.values())
                 banned = sum(1 for v in bias.values() if v == -math.inf)
-                forms.add("all" if banned == VOCAB else "all-but-one" if banned == VOCAB - 1 else "some")
+                forms.add(
+                    "all" if banned == VOCAB else "all-but-one" if banned == VOCAB - 1 else "some"
+                )
                 if banned == VOCAB - 1:
                     (kept,) = fields["stop_token_ids"]
                     assert str(kept) not in bias
@@ -74,27 +91,42 @@ def test_hostile_values_reach_every_bound_and_combination():
     assert seen["frequency_penalty"] == set(sampling_fuzz.ADDITIVE)
     assert seen["stop_regex"] == set(sampling_fuzz.STOP_REGEX)
     assert forms == {"all", "all-but-one", "some"}
-    assert {2, 3, 4}.issubset(combos)  # a risky field alone with the temperature, and several together
+    assert {2, 3, 4}.issubset(
+        combos
+    )  # a risky field alone with the temperature, and several together
     assert endpoints == set(fuzz.ENDPOINTS) and streamed == {True, False}
 
 
 def test_every_request_bounds_its_generation():
     for batch in generated():
-        for _, endpoint, payload in batch:
-            assert payload.get("max_tokens", payload.get("sampling_params", {}).get("max_new_tokens")) == 8
+        for _, _, payload in batch:
+            assert (
+                payload.get("max_tokens", payload.get("sampling_params", {}).get("max_new_tokens"))
+                == 8
+            )
 
 
-@pytest.mark.parametrize("kind, outcome, passed", [
-    ("good", "ok", True), ("good", "client-error", False), ("good", "server-error", False),
-    ("hostile", "ok", True), ("hostile", "client-error", True), ("hostile", "server-error", False),
-    ("hostile", "no-answer", False), ("hostile", "bad-body", False), ("good", "not-sent", False),
-])
+@pytest.mark.parametrize(
+    "kind, outcome, passed",
+    [
+        ("good", "ok", True),
+        ("good", "client-error", False),
+        ("good", "server-error", False),
+        ("hostile", "ok", True),
+        ("hostile", "client-error", True),
+        ("hostile", "server-error", False),
+        ("hostile", "no-answer", False),
+        ("hostile", "bad-body", False),
+        ("good", "not-sent", False),
+    ],
+)
 def test_judge(kind, outcome, passed):
     assert sampling_fuzz.judge(kind, outcome) is passed
 
 
 class StandIn(JsonHandler):
-    """Serves good requests, refuses hostile ones (400), and answers 500 to some hostile ones when told."""
+    """Serves good requests, refuses hostile ones (400), and answers 500 to some hostile ones when
+    told."""
 
     log_path = None
     fail_hostile = False
@@ -107,11 +139,22 @@ class StandIn(JsonHandler):
                 log.write(decode_line(40) + "\n" + decode_line(80) + "\n")
             return self.answer(200, {"text": "x" * 80, "meta_info": {"prompt_tokens": 4}})
         fields = payload.get("sampling_params", payload)
-        good = set(fields) <= {"max_new_tokens", "max_tokens", "temperature", "model", "stream", "prompt",
-                               "messages", "text"}
+        good = set(fields) <= {
+            "max_new_tokens",
+            "max_tokens",
+            "temperature",
+            "model",
+            "stream",
+            "prompt",
+            "messages",
+            "text",
+        }
         if good and not self.refuse_good:
-            body = ({"text": "ok", "meta_info": {}} if self.path == "/generate"
-                    else {"choices": [{"index": 0, "text": "ok"}]})
+            body = (
+                {"text": "ok", "meta_info": {}}
+                if self.path == "/generate"
+                else {"choices": [{"index": 0, "text": "ok"}]}
+            )
             if payload.get("stream"):
                 return self.answer(200, None, events=[body, "[DONE]"])
             return self.answer(200, body)
@@ -124,9 +167,11 @@ class StandIn(JsonHandler):
 
 
 def decode_line(tokens: int) -> str:
-    return (f"[2026-11-24 10:00:01] Decode batch, #running-req: 1, #full token: {tokens}, "
-            f"full token usage: 0.00, #swa token: {tokens}, swa token usage: 0.00, cuda graph: False, "
-            f"gen throughput (token/s): 50.00, #queue-req: 0")
+    return (
+        f"[2026-11-24 10:00:01] Decode batch, #running-req: 1, #full token: {tokens}, "
+        f"full token usage: 0.00, #swa token: {tokens}, swa token usage: 0.00, cuda graph: False, "
+        f"gen throughput (token/s): 50.00, #queue-req: 0"
+    )
 
 
 def stand_in_run(tmp_path, monkeypatch, fail_hostile=False, refuse_good=False):

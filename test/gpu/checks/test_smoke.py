@@ -13,11 +13,20 @@ from sglang_gemma4.gpu.serve.server import Server
 def checked(tmp_path, monkeypatch, accept_len: float) -> dict:
     server = Server("26b-a4b", "patched", tmp_path / "26b-a4b-mtp-patched.log", mtp=True)
     server.log_path.write_text("full_layer_tokens=456407, swa_layer_tokens=53281\n")
-    meta = {"completion_tokens": 16, "spec_verify_ct": round(15 / accept_len), "spec_accept_length": accept_len}
-    answers = {"/generate": {"text": "a b c", "output_ids": [5, 6, 7], "meta_info": meta},
-               "/v1/chat/completions": {"usage": {"completion_tokens": 16}}}
-    monkeypatch.setattr(smoke, "http_json",
-                        lambda method, url, payload: (200, json.dumps(answers[url.removeprefix(server.url)])))
+    meta = {
+        "completion_tokens": 16,
+        "spec_verify_ct": round(15 / accept_len),
+        "spec_accept_length": accept_len,
+    }
+    answers = {
+        "/generate": {"text": "a b c", "output_ids": [5, 6, 7], "meta_info": meta},
+        "/v1/chat/completions": {"usage": {"completion_tokens": 16}},
+    }
+    monkeypatch.setattr(
+        smoke,
+        "http_json",
+        lambda method, url, payload: (200, json.dumps(answers[url.removeprefix(server.url)])),
+    )
     return smoke.check(server)
 
 
@@ -37,5 +46,7 @@ def test_full_acceptance_fails_the_check(tmp_path, monkeypatch, capsys, accept_l
     record = checked(tmp_path, monkeypatch, accept_len)
     monkeypatch.setattr(smoke, "check", lambda server: record)
     monkeypatch.setattr(Server, "start", lambda self, timeout=540: self)
-    monkeypatch.setattr("sys.argv", ["smoke", "--out", str(tmp_path), "--variants", "26b-a4b", "--mtp"])
+    monkeypatch.setattr(
+        "sys.argv", ["smoke", "--out", str(tmp_path), "--variants", "26b-a4b", "--mtp"]
+    )
     assert smoke.main() == status

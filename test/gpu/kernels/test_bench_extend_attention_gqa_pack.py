@@ -1,22 +1,29 @@
-"""gpu/kernels/bench_extend_attention_gqa_pack.py without a GPU: the gqa-pack experiment's command, the
-bench's defaults (26B-A4B's and 31B's full layers, an 8,192-token chunk after 0-120K cached tokens,
-bf16 and fp8 KV, every tile), and one case measured end to end on CPU through Triton's interpreter
-(float32 stand-in for bf16, a counting timer): one row per tile, the old and the packed kernel agree."""
+"""gpu/kernels/bench_extend_attention_gqa_pack.py without a GPU: the gqa-pack experiment's command,
+the bench's defaults (26B-A4B's and 31B's full layers, an 8,192-token chunk after 0-120K cached
+tokens, bf16 and fp8 KV, every tile), and one case measured end to end on CPU through Triton's
+interpreter (float32 stand-in for bf16, a counting timer): one row per tile, the old and the packed
+kernel agree."""
 
 import patched_tree  # noqa: F401  (the patched sglang first on sys.path, Triton interpreted on CPU)
 import pytest
 import torch
 
-from sglang.kernels.ops.attention import extend_attention as ea
 from sglang_gemma4.gpu.kernels import bench_extend_attention_gqa_pack as bench
 from sglang_gemma4.gpu.stages.table import expand
+
+from sglang.kernels.ops.attention import extend_attention as ea
 
 
 def test_experiment_runs_the_bench_on_the_patched_build(tmp_path):
     (step,) = expand("gqa-pack", tmp_path).steps
     assert step.build == "patched"
-    assert step.argv == ("python3", "-m", "sglang_gemma4.gpu.kernels.bench_extend_attention_gqa_pack",
-                         "--out", str(tmp_path / "gqa-pack"))
+    assert step.argv == (
+        "python3",
+        "-m",
+        "sglang_gemma4.gpu.kernels.bench_extend_attention_gqa_pack",
+        "--out",
+        str(tmp_path / "gqa-pack"),
+    )
     (step,) = expand("gqa-pack:prefixes=0 4096", tmp_path).steps
     assert step.argv[-3:] == ("--prefixes", "0", "4096")
     bench.parser().parse_args(list(step.argv[3:]))
@@ -30,7 +37,9 @@ def test_defaults_cover_both_models_all_prefixes_dtypes_and_tiles():
     assert bench.MODELS == {"26B-A4B": (16, 2), "31B": (32, 4)}
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="Triton's interpreter runs it on CPU hosts only")
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="Triton's interpreter runs it on CPU hosts only"
+)
 def test_one_case_measured_on_cpu(monkeypatch):
     calls = []
 
@@ -40,7 +49,9 @@ def test_one_case_measured_on_cpu(monkeypatch):
         return 10.0 if len(calls) == 1 else 5.0
 
     tiles = list(ea._GQA_PACK_TILES)
-    rows = bench.measure_case("26B-A4B", "bf16", 13, 6, tiles, 2, timer=timer, device="cpu", dtype=torch.float32)
+    rows = bench.measure_case(
+        "26B-A4B", "bf16", 13, 6, tiles, 2, timer=timer, device="cpu", dtype=torch.float32
+    )
     assert calls == [2] * (1 + len(tiles))
     assert [r["tile"] for r in rows] == tiles
     for r in rows:
@@ -63,13 +74,24 @@ def test_a_tile_that_fails_is_a_row_saying_why(monkeypatch):
 
     def packed_kernel(data, out, tile):
         if tile == "m64n64w8s1":
-            raise RuntimeError("out of resource: shared memory, Required: 262144, Hardware limit: 232448")
+            raise RuntimeError(
+                "out of resource: shared memory, Required: 262144, Hardware limit: 232448"
+            )
         out.zero_()
 
     monkeypatch.setattr(bench, "old_kernel", lambda data, out: out.zero_())
     monkeypatch.setattr(bench, "packed_kernel", packed_kernel)
-    rows = bench.measure_case("31B", "fp8", 4, 2, ["m64n32w8s2", "m64n64w8s1"], 1, timer=timer, device="cpu",
-                              dtype=torch.float32)
+    rows = bench.measure_case(
+        "31B",
+        "fp8",
+        4,
+        2,
+        ["m64n32w8s2", "m64n64w8s1"],
+        1,
+        timer=timer,
+        device="cpu",
+        dtype=torch.float32,
+    )
     assert rows[0]["speedup"] == 1.0 and "error" not in rows[0]
     assert rows[1]["error"].startswith("RuntimeError: out of resource: shared memory")
     assert "| failed: RuntimeError: out of resource" in bench.table_row(rows[1])

@@ -47,8 +47,12 @@ def test_a_failing_candidate_is_recorded():
 
 
 def test_fastest_match_skips_failed_and_differing_candidates():
-    rows = [{"name": "fast-but-off", "us": 1.0, "max_rel_err": 5e-3}, {"name": "failed", "error": "x"},
-            {"name": "slow", "us": 9.0, "max_rel_err": 0.0}, {"name": "best", "us": 3.0, "max_rel_err": 1e-3}]
+    rows = [
+        {"name": "fast-but-off", "us": 1.0, "max_rel_err": 5e-3},
+        {"name": "failed", "error": "x"},
+        {"name": "slow", "us": 9.0, "max_rel_err": 0.0},
+        {"name": "best", "us": 3.0, "max_rel_err": 1e-3},
+    ]
     assert fastest_match(rows)["name"] == "best"
     assert fastest_match(rows, tolerance=1e-2)["name"] == "fast-but-off"
 
@@ -57,6 +61,7 @@ def test_measure_all_writes_each_row_as_it_is_measured():
     def fails(name):
         def run():
             raise RuntimeError(f"{name}: out of resource")
+
         return run
 
     jsonl = io.StringIO()

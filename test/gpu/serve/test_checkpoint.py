@@ -5,12 +5,21 @@ random weights."""
 import json
 
 import pytest
-import transformers
 import torch
+import transformers
 
-from sglang_gemma4.gpu.serve.checkpoint import (CHAT_TEMPLATE, SPECIAL_TOKENS, build_tokenizer, hf_model, hidden_rms,
-                                      init_random_, reduced_text_config, sglang_text_config, special_ids,
-                                      write_checkpoint)
+from sglang_gemma4.gpu.serve.checkpoint import (
+    CHAT_TEMPLATE,
+    SPECIAL_TOKENS,
+    build_tokenizer,
+    hf_model,
+    hidden_rms,
+    init_random_,
+    reduced_text_config,
+    sglang_text_config,
+    special_ids,
+    write_checkpoint,
+)
 from sglang_gemma4.gpu.serve.variants import ASSISTANTS, VARIANTS, text_config
 
 PUBLISHED = {  # variant: (hidden, layers, heads, kv heads, kv-shared, PLE, experts)
@@ -24,10 +33,19 @@ PUBLISHED = {  # variant: (hidden, layers, heads, kv heads, kv-shared, PLE, expe
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_full_configs_have_the_published_shapes(variant):
     c = text_config(variant)
-    assert (c["hidden_size"], c["num_hidden_layers"], c["num_attention_heads"], c["num_key_value_heads"],
-            c["num_kv_shared_layers"], c["hidden_size_per_layer_input"], c.get("num_experts")) == PUBLISHED[variant]
+    assert (
+        c["hidden_size"],
+        c["num_hidden_layers"],
+        c["num_attention_heads"],
+        c["num_key_value_heads"],
+        c["num_kv_shared_layers"],
+        c["hidden_size_per_layer_input"],
+        c.get("num_experts"),
+    ) == PUBLISHED[variant]
     assert c["vocab_size"] == 262144 and c["head_dim"] == 256 and c["global_head_dim"] == 512
-    assert len(c["layer_types"]) == c["num_hidden_layers"] and c["layer_types"][-1] == "full_attention"
+    assert (
+        len(c["layer_types"]) == c["num_hidden_layers"] and c["layer_types"][-1] == "full_attention"
+    )
 
 
 @pytest.mark.parametrize("variant, layers", [("e2b", 10), ("e4b", 12), ("26b-a4b", 6), ("31b", 6)])
@@ -36,19 +54,32 @@ def test_fewer_layers_keep_the_features(variant, layers):
     assert small["num_hidden_layers"] == len(small["layer_types"]) == layers
     assert {"sliding_attention", "full_attention"} <= set(small["layer_types"])
     assert small["layer_types"][-1] == "full_attention"
-    for key in ("hidden_size", "hidden_size_per_layer_input", "num_experts", "attention_k_eq_v", "vocab_size"):
+    for key in (
+        "hidden_size",
+        "hidden_size_per_layer_input",
+        "num_experts",
+        "attention_k_eq_v",
+        "vocab_size",
+    ):
         assert small.get(key) == full.get(key)
     assert (small["num_kv_shared_layers"] > 0) == (full["num_kv_shared_layers"] > 0)
 
 
 def test_sglang_text_config_puts_full_attention_in_the_base_fields():
     c = sglang_text_config(text_config("26b-a4b"))
-    assert (c["head_dim"], c["num_key_value_heads"], c["swa_head_dim"], c["swa_num_key_value_heads"]) == (512, 2, 256, 8)
+    assert (
+        c["head_dim"],
+        c["num_key_value_heads"],
+        c["swa_head_dim"],
+        c["swa_num_key_value_heads"],
+    ) == (512, 2, 256, 8)
     assert c["v_head_dim"] == 512 and c["swa_v_head_dim"] == 256
 
 
 def test_tokenizer_decodes_every_ordinary_id_to_text():
-    tokenizer = build_tokenizer(["hello gemma world " * 50, "def f(x): return x + 1\n" * 50], vocab_size=20000)
+    tokenizer = build_tokenizer(
+        ["hello gemma world " * 50, "def f(x): return x + 1\n" * 50], vocab_size=20000
+    )
     assert tokenizer.get_vocab_size() == 20000
     specials = special_ids(20000)
     assert {tokenizer.token_to_id(name) for name in SPECIAL_TOKENS} == set(specials.values())
@@ -64,7 +95,9 @@ def test_specials_are_at_the_top_and_low_ids_are_whole_words():
 
 
 def test_checkpoint_without_weights(tmp_path):
-    report = write_checkpoint("e4b", tmp_path / "ck", layers=12, weights="none", repo_root=tmp_path, log=lambda *_: None)
+    report = write_checkpoint(
+        "e4b", tmp_path / "ck", layers=12, weights="none", repo_root=tmp_path, log=lambda *_: None
+    )
     config = json.loads((tmp_path / "ck" / "config.json").read_text())
     assert config["architectures"] == ["Gemma4ForCausalLM"] and config["num_hidden_layers"] == 12
     assert report["num_kv_shared_layers"] == config["num_kv_shared_layers"] > 0
@@ -73,18 +106,26 @@ def test_checkpoint_without_weights(tmp_path):
 
 
 # published tower shapes: vision (hidden, layers), audio (hidden, layers) or None
-TOWER_SHAPES = {"e2b": ((768, 16), (1024, 12)), "e4b": ((768, 16), (1024, 12)),
-                "26b-a4b": ((1152, 27), None), "31b": ((1152, 27), None)}
+TOWER_SHAPES = {
+    "e2b": ((768, 16), (1024, 12)),
+    "e4b": ((768, 16), (1024, 12)),
+    "26b-a4b": ((1152, 27), None),
+    "31b": ((1152, 27), None),
+}
 
 
 @pytest.mark.parametrize("variant", sorted(TOWER_SHAPES))
 def test_conditional_checkpoint_has_the_published_towers(tmp_path, variant):
-    write_checkpoint(variant, tmp_path / "ck", arch="conditional", repo_root=tmp_path, log=lambda *_: None)
+    write_checkpoint(
+        variant, tmp_path / "ck", arch="conditional", repo_root=tmp_path, log=lambda *_: None
+    )
     config = json.loads((tmp_path / "ck" / "config.json").read_text())
     assert config["architectures"] == ["Gemma4ForConditionalGeneration"]
     vision, audio = config["vision_config"], config["audio_config"]
     assert (vision["hidden_size"], vision["num_hidden_layers"]) == TOWER_SHAPES[variant][0]
-    assert (audio and (audio["hidden_size"], audio["num_hidden_layers"])) == TOWER_SHAPES[variant][1]
+    assert (audio and (audio["hidden_size"], audio["num_hidden_layers"])) == TOWER_SHAPES[variant][
+        1
+    ]
     assert config["text_config"]["hidden_size"] == text_config(variant)["hidden_size"]
 
 
@@ -95,15 +136,25 @@ def test_conditional_checkpoint_processor_expands_images(tmp_path):
     from PIL import Image
     from transformers import AutoConfig, AutoProcessor
 
-    write_checkpoint("e2b", tmp_path / "ck", arch="conditional", repo_root=tmp_path, log=lambda *_: None)
+    write_checkpoint(
+        "e2b", tmp_path / "ck", arch="conditional", repo_root=tmp_path, log=lambda *_: None
+    )
     config = json.loads((tmp_path / "ck" / "config.json").read_text())
     processor = AutoProcessor.from_pretrained(tmp_path / "ck")
-    assert type(processor).__name__ == "Gemma4Processor" and processor.image_token_id == config["image_token_id"]
-    images = [Image.fromarray(np.random.default_rng(i).integers(0, 256, (h, w, 3), dtype=np.uint8))
-              for i, (h, w) in enumerate([(300, 500), (896, 896), (64, 1000)])]
-    content = [{"type": "image", "image": {"url": "x"}} for _ in images] + [{"type": "text", "text": "describe"}]
-    prompt = processor.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
-                                           tokenize=False)
+    assert (
+        type(processor).__name__ == "Gemma4Processor"
+        and processor.image_token_id == config["image_token_id"]
+    )
+    images = [
+        Image.fromarray(np.random.default_rng(i).integers(0, 256, (h, w, 3), dtype=np.uint8))
+        for i, (h, w) in enumerate([(300, 500), (896, 896), (64, 1000)])
+    ]
+    content = [{"type": "image", "image": {"url": "x"}} for _ in images] + [
+        {"type": "text", "text": "describe"}
+    ]
+    prompt = processor.apply_chat_template(
+        [{"role": "user", "content": content}], add_generation_prompt=True, tokenize=False
+    )
     assert prompt.count("<|image|>") == 3 and "describe" in prompt
     ids = processor(text=[prompt], images=[images], return_tensors="pt")["input_ids"][0].tolist()
     soft_tokens = processor.image_processor(images)["num_soft_tokens_per_image"]
@@ -112,47 +163,83 @@ def test_conditional_checkpoint_processor_expands_images(tmp_path):
     # what sglang's Gemma 4 processor reads from the config (it names the audio end eoa_token_id)
     loaded = AutoConfig.from_pretrained(tmp_path / "ck")
     assert loaded.eoa_token_id == loaded.eoa_token_index == special_ids(262144)["<audio|>"]
-    assert loaded.image_token_id == config["image_token_id"] and loaded.boa_token_id == special_ids(262144)["<|audio>"]
+    assert (
+        loaded.image_token_id == config["image_token_id"]
+        and loaded.boa_token_id == special_ids(262144)["<|audio>"]
+    )
 
 
 def test_chat_template_renders_text_messages_as_before():
     from jinja2 import Template
 
     messages = [{"role": "user", "content": "hi"}, {"role": "model", "content": "hello"}]
-    text = Template(CHAT_TEMPLATE).render(messages=messages, bos_token="<bos>", add_generation_prompt=True)
-    assert text == "<bos><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\nhello<end_of_turn>\n" \
-                   "<start_of_turn>model\n"
+    text = Template(CHAT_TEMPLATE).render(
+        messages=messages, bos_token="<bos>", add_generation_prompt=True
+    )
+    assert (
+        text
+        == "<bos><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\nhello<end_of_turn>\n"
+        "<start_of_turn>model\n"
+    )
 
 
 @pytest.mark.parametrize("variant", sorted(ASSISTANTS))
 def test_assistant_draft_checkpoint(tmp_path, variant):
-    write_checkpoint(variant, tmp_path / "draft", arch="assistant", repo_root=tmp_path, log=lambda *_: None)
+    write_checkpoint(
+        variant, tmp_path / "draft", arch="assistant", repo_root=tmp_path, log=lambda *_: None
+    )
     config = json.loads((tmp_path / "draft" / "config.json").read_text())
-    assert config["architectures"] == ["Gemma4AssistantForCausalLM"] and config["model_type"] == "gemma4_assistant"
+    assert (
+        config["architectures"] == ["Gemma4AssistantForCausalLM"]
+        and config["model_type"] == "gemma4_assistant"
+    )
     assert config["backbone_hidden_size"] == VARIANTS[variant]["hidden_size"]
     text = config["text_config"]
-    assert (text["hidden_size"], text["num_hidden_layers"], text["num_kv_shared_layers"]) == (1024, 4, 4)
+    assert (text["hidden_size"], text["num_hidden_layers"], text["num_kv_shared_layers"]) == (
+        1024,
+        4,
+        4,
+    )
     assert text["layer_types"] == ["sliding_attention"] * 3 + ["full_attention"]
     assert text["num_attention_heads"] == VARIANTS[variant]["num_attention_heads"]
     assert text["bos_token_id"] == config["bos_token_id"] == special_ids(262144)["<bos>"]
     # the transformers release sglang pins reads it (5.12+ refuses a PLE vocabulary without PLE)
     loaded = transformers.AutoConfig.from_pretrained(tmp_path / "draft")
-    assert loaded.model_type == "gemma4_assistant" and loaded.text_config.vocab_size_per_layer_input == 0
+    assert (
+        loaded.model_type == "gemma4_assistant"
+        and loaded.text_config.vocab_size_per_layer_input == 0
+    )
 
 
 def test_assistant_draft_refuses_what_it_cannot_make(tmp_path):
     with pytest.raises(ValueError, match="no MTP assistant shape for e2b"):
-        write_checkpoint("e2b", tmp_path / "d", arch="assistant", repo_root=tmp_path, log=lambda *_: None)
+        write_checkpoint(
+            "e2b", tmp_path / "d", arch="assistant", repo_root=tmp_path, log=lambda *_: None
+        )
     with pytest.raises(ValueError, match="config and tokenizer only"):
-        write_checkpoint("31b", tmp_path / "d", arch="assistant", weights="random", repo_root=tmp_path,
-                         log=lambda *_: None)
+        write_checkpoint(
+            "31b",
+            tmp_path / "d",
+            arch="assistant",
+            weights="random",
+            repo_root=tmp_path,
+            log=lambda *_: None,
+        )
 
 
 def tiny(variant: str) -> dict:
     """The variant's structure at toy width, for weight-init checks on CPU."""
     c = reduced_text_config(variant, 6 if variant.startswith("e") else 4)
-    c.update(hidden_size=64, intermediate_size=128, vocab_size=512, head_dim=16, global_head_dim=32,
-             num_attention_heads=4, num_key_value_heads=2, vocab_size_per_layer_input=512)
+    c.update(
+        hidden_size=64,
+        intermediate_size=128,
+        vocab_size=512,
+        head_dim=16,
+        global_head_dim=32,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size_per_layer_input=512,
+    )
     if c.get("hidden_size_per_layer_input"):
         c["hidden_size_per_layer_input"] = 16
     if c.get("num_global_key_value_heads"):
@@ -166,7 +253,12 @@ def tiny(variant: str) -> dict:
 def test_random_weights_keep_activations_order_one(variant):
     model = hf_model(tiny(variant), "causal")
     init_random_(model, seed=3)
-    rms = hidden_rms(model, torch.randint(0, 512 - len(SPECIAL_TOKENS), (2, 40), generator=torch.Generator().manual_seed(0)))
+    rms = hidden_rms(
+        model,
+        torch.randint(
+            0, 512 - len(SPECIAL_TOKENS), (2, 40), generator=torch.Generator().manual_seed(0)
+        ),
+    )
     assert len(rms) == model.config.num_hidden_layers + 1
     assert all(0.3 < r < 30 for r in rms), rms
 
@@ -179,4 +271,6 @@ def test_random_weights_are_deterministic_per_seed():
 
     a, b, c = weights(1), weights(1), weights(2)
     assert all(torch.equal(a[k], b[k]) for k in a)
-    assert any(not torch.equal(a[k], c[k]) for k in a if a[k].is_floating_point() and a[k].numel() > 1)
+    assert any(
+        not torch.equal(a[k], c[k]) for k in a if a[k].is_floating_point() and a[k].numel() > 1
+    )

@@ -11,26 +11,54 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from sglang_gemma4.gpu.studies import spec_step
-from sglang_gemma4.gpu.studies.spec_step import (Stream, draft_weight_bytes, forward_times, kv_read_bytes, kv_token_bytes,
-                                         label_replays, spec_steps, step_bytes, summarize, wait_drained)
 from sglang_gemma4.gpu.serve.variants import text_config
+from sglang_gemma4.gpu.studies import spec_step
+from sglang_gemma4.gpu.studies.spec_step import (
+    Stream,
+    draft_weight_bytes,
+    forward_times,
+    kv_read_bytes,
+    kv_token_bytes,
+    label_replays,
+    spec_steps,
+    step_bytes,
+    summarize,
+    wait_drained,
+)
 
 
 def launch(ts, correlation):
-    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 7, "tid": 7, "ts": ts, "dur": 4,
-            "args": {"correlation": correlation, "external id": correlation}}
+    return {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": "cudaGraphLaunch",
+        "pid": 7,
+        "tid": 7,
+        "ts": ts,
+        "dur": 4,
+        "args": {"correlation": correlation, "external id": correlation},
+    }
 
 
 def kernel(ts, dur, correlation, name="k", cat="kernel"):
-    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
-            "args": {"correlation": correlation, "device": 0, "stream": 7}}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 0,
+        "tid": 7,
+        "ts": ts,
+        "dur": dur,
+        "args": {"correlation": correlation, "device": 0, "stream": 7},
+    }
 
 
 def draft_loop(start, correlation):
     """Three forwards of 3 kernels each, each ending with the logits' softmax, then the top-k
     bookkeeping: 10 kernels back to back, 10 us each."""
-    names = ["gemm", "attn", "void (anonymous namespace)::cunn_SoftMaxForward<4, float>"] * 3 + ["gatherTopK"]
+    names = ["gemm", "attn", "void (anonymous namespace)::cunn_SoftMaxForward<4, float>"] * 3 + [
+        "gatherTopK"
+    ]
     return [kernel(start + 10 * i, 10, correlation, name) for i, name in enumerate(names)]
 
 
@@ -43,11 +71,22 @@ def two_steps():
     """Draft 0..100, tree + verify prep kernels 110..130, verify 200..600, sampling 610..640,
     next draft 700..800, its verify 850..1250, sampling, a third draft at 1400..1500."""
     events = [launch(0, 1), launch(150, 2), launch(650, 3), launch(800, 4), launch(1350, 5)]
-    events += draft_loop(0, 1) + verify(200, 2) + draft_loop(700, 3) + verify(850, 4) + draft_loop(1400, 5)
-    events += [kernel(110, 20, 11, "build_tree"), kernel(610, 30, 12, "verify_tree_greedy"),
-               kernel(620, 30, 13, "Memcpy DtoH", cat="gpu_memcpy"),  # on the copy stream, overlapping
-               kernel(1260, 40, 14, "verify_tree_greedy")]
-    events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7, "ts": 0, "dur": 9999})
+    events += (
+        draft_loop(0, 1)
+        + verify(200, 2)
+        + draft_loop(700, 3)
+        + verify(850, 4)
+        + draft_loop(1400, 5)
+    )
+    events += [
+        kernel(110, 20, 11, "build_tree"),
+        kernel(610, 30, 12, "verify_tree_greedy"),
+        kernel(620, 30, 13, "Memcpy DtoH", cat="gpu_memcpy"),  # on the copy stream, overlapping
+        kernel(1260, 40, 14, "verify_tree_greedy"),
+    ]
+    events.append(
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 7, "tid": 7, "ts": 0, "dur": 9999}
+    )
     return events
 
 
@@ -62,24 +101,39 @@ def read_back(tmp_path, events):
 
 def test_steps_split_draft_verify_and_the_gaps_between(tmp_path):
     first, second = spec_steps(read_back(tmp_path, two_steps()))
-    assert first["period_us"] == 700 and first["draft_span_us"] == 100 and first["draft_busy_us"] == 100
+    assert (
+        first["period_us"] == 700
+        and first["draft_span_us"] == 100
+        and first["draft_busy_us"] == 100
+    )
     assert first["draft_forwards_us"] == [30, 30, 40]  # the top-k after the last softmax joins it
     assert first["pre_verify_busy_us"] == 20 and first["pre_verify_idle_us"] == 100 - 20
     assert first["verify_span_us"] == 400 and first["verify_busy_us"] == 400
     assert first["post_verify_busy_us"] == 40 and first["post_verify_idle_us"] == 100 - 40
-    assert second["period_us"] == 700 and second["pre_verify_busy_us"] == 0 and second["pre_verify_idle_us"] == 50
+    assert (
+        second["period_us"] == 700
+        and second["pre_verify_busy_us"] == 0
+        and second["pre_verify_idle_us"] == 50
+    )
     assert second["post_verify_busy_us"] == 40 and second["post_verify_idle_us"] == 150 - 40
 
 
 def test_a_trace_starting_on_a_verify_skips_to_the_first_draft():
     events = [launch(0, 9), *verify(0, 9)]
-    events += [launch(500, 1), launch(650, 2), launch(1100, 3)] + draft_loop(500, 1) + verify(650, 2) + draft_loop(1100, 3)
+    events += (
+        [launch(500, 1), launch(650, 2), launch(1100, 3)]
+        + draft_loop(500, 1)
+        + verify(650, 2)
+        + draft_loop(1100, 3)
+    )
     (row,) = spec_steps(events)
     assert row["period_us"] == 600 and row["draft_busy_us"] == 100
 
 
 def test_graphs_of_one_size_cannot_be_told_apart():
-    with pytest.raises(ValueError, match="cannot tell the draft loop's graph from the verify graph"):
+    with pytest.raises(
+        ValueError, match="cannot tell the draft loop's graph from the verify graph"
+    ):
         label_replays([[(0, 1, "k")] * 5, [(2, 3, "k")] * 5])
 
 
@@ -93,8 +147,13 @@ def test_kv_and_weight_bytes_from_the_published_shapes():
     per_layer = kv_token_bytes(config)
     assert per_layer == {"full_attention": 2 * 2 * 512 * 2, "sliding_attention": 2 * 8 * 256 * 2}
     # 5 full layers read the whole context, 25 sliding layers at most the window
-    assert kv_read_bytes(config["layer_types"], per_layer, 4000, 1024) == 5 * 4096 * 4000 + 25 * 8192 * 1024
-    assert kv_read_bytes(config["layer_types"], per_layer, 300, 1024) == (5 * 4096 + 25 * 8192) * 300
+    assert (
+        kv_read_bytes(config["layer_types"], per_layer, 4000, 1024)
+        == 5 * 4096 * 4000 + 25 * 8192 * 1024
+    )
+    assert (
+        kv_read_bytes(config["layer_types"], per_layer, 300, 1024) == (5 * 4096 + 25 * 8192) * 300
+    )
 
 
 def test_draft_weights_are_the_assistant_without_kv_projections():
@@ -109,24 +168,51 @@ def test_step_bytes_count_verify_tokens_and_three_draft_forwards():
     target = {"dense": 1000, "experts": 12800, "num_experts": 128, "top_k": 8}
     one = step_bytes("26b-a4b", target, draft_weights=500, batch=1, context=300)
     four = step_bytes("26b-a4b", target, draft_weights=500, batch=4, context=300)
-    assert one["verify_weights"] == pytest.approx(1000 + 12800 * (1 - (120 / 128) ** 4))  # 4 verify tokens
+    assert one["verify_weights"] == pytest.approx(
+        1000 + 12800 * (1 - (120 / 128) ** 4)
+    )  # 4 verify tokens
     assert four["verify_weights"] == pytest.approx(1000 + 12800 * (1 - (120 / 128) ** 16))
     assert one["draft_weights"] == four["draft_weights"] == 3 * 500
-    assert one["verify_kv"] == (5 * 4096 + 25 * 8192) * 300 and four["verify_kv"] == 4 * one["verify_kv"]
-    assert one["draft_kv"] == 3 * (4096 + 3 * 8192) * 300  # 1 full and 3 sliding assistant layers, 3 forwards
+    assert (
+        one["verify_kv"] == (5 * 4096 + 25 * 8192) * 300
+        and four["verify_kv"] == 4 * one["verify_kv"]
+    )
+    assert (
+        one["draft_kv"] == 3 * (4096 + 3 * 8192) * 300
+    )  # 1 full and 3 sliding assistant layers, 3 forwards
 
 
 def record(batch, steps, gpu="NVIDIA H100 80GB HBM3"):
-    return {"variant": "26b-a4b", "build": "patched", "gpu": gpu, "accept_len": 2.8, "logged_accept_len": 2.79,
-            "batch": batch, "context": 300, "steps": steps,
-            "bytes": {"verify_weights": 3.35e9, "verify_kv": 0, "draft_weights": 0.5e9, "draft_kv": 0.17e9}}
+    return {
+        "variant": "26b-a4b",
+        "build": "patched",
+        "gpu": gpu,
+        "accept_len": 2.8,
+        "logged_accept_len": 2.79,
+        "batch": batch,
+        "context": 300,
+        "steps": steps,
+        "bytes": {
+            "verify_weights": 3.35e9,
+            "verify_kv": 0,
+            "draft_weights": 0.5e9,
+            "draft_kv": 0.17e9,
+        },
+    }
 
 
 def test_table_has_medians_per_batch_and_the_hbm_floor(tmp_path):
-    steps = spec_steps(two_steps()) + [dict(spec_steps(two_steps())[0], period_us=900, draft_forwards_us=None)]
+    steps = spec_steps(two_steps()) + [
+        dict(spec_steps(two_steps())[0], period_us=900, draft_forwards_us=None)
+    ]
     table = summarize([record(1, steps), record(4, [])])
-    assert "| 1 | 3 | 2.79 | 700.0 | 100.0 | 20.0 | 80.0 | 400.0 | 40.0 | 60.0 | 30.0 / 30.0 / 40.0 |" in table
-    assert "| 1 | 300 | 3.350 | 1000.0 | 400.0 | 0.670 | 200.0 | 100.0 |" in table  # 3.35 TB/s on an H100
+    assert (
+        "| 1 | 3 | 2.79 | 700.0 | 100.0 | 20.0 | 80.0 | 400.0 | 40.0 | 60.0 | 30.0 / 30.0 / 40.0 |"
+        in table
+    )
+    assert (
+        "| 1 | 300 | 3.350 | 1000.0 | 400.0 | 0.670 | 200.0 | 100.0 |" in table
+    )  # 3.35 TB/s on an H100
     assert "| 4 | 0 | 2.79 | nan |" in table and table.count("n/a") == 1
     assert "| 1 | 300 | 3.350 | ? |" in summarize([record(1, steps, gpu="some GPU")])
 
@@ -148,13 +234,17 @@ class FakeGenerate(BaseHTTPRequestHandler):
         self.end_headers()
         for tokens in (3, 6, 9):
             meta = {"completion_tokens": tokens}
-            self.wfile.write(b"data: " + json.dumps({"text": "x", "meta_info": meta}).encode() + b"\n\n")
+            self.wfile.write(
+                b"data: " + json.dumps({"text": "x", "meta_info": meta}).encode() + b"\n\n"
+            )
         self.wfile.write(b"data: [DONE]\n\n")
 
     def do_GET(self):
         """/v1/loads: one request still running on the first poll, none after."""
         self.server.polls += 1
-        body = json.dumps({"loads": [{"num_running_reqs": int(self.server.polls == 1), "num_waiting_reqs": 0}]})
+        body = json.dumps(
+            {"loads": [{"num_running_reqs": int(self.server.polls == 1), "num_waiting_reqs": 0}]}
+        )
         self.send_response(200)
         self.end_headers()
         self.wfile.write(body.encode())
@@ -180,7 +270,9 @@ def test_stream_keeps_the_latest_counts(fake_server):
 
 
 def test_a_stream_sends_its_prompt_length_greedy(fake_server):
-    stream = spec_step.Stream(f"http://127.0.0.1:{fake_server.server_port}", seed=3, prompt_len=1500)
+    stream = spec_step.Stream(
+        f"http://127.0.0.1:{fake_server.server_port}", seed=3, prompt_len=1500
+    )
     stream.start()
     stream.join(30)
     (body,) = fake_server.bodies
@@ -189,8 +281,11 @@ def test_a_stream_sends_its_prompt_length_greedy(fake_server):
 
 def test_the_accept_length_is_read_from_the_decode_lines_after_the_mark(tmp_path):
     log = tmp_path / "server.log"
-    line = ("[2026-11-25 04:50:11] Decode batch, #running-req: 4, #full token: 246, accept len: {}, accept rate: 0.72, "
-            "cuda graph: True\n")
+    line = (
+        "[2026-11-25 04:50:11] Decode batch, #running-req: 4, #full token: 246, accept "
+        "len: {}, accept rate: 0.72, "
+        "cuda graph: True\n"
+    )
     log.write_text(line.format("4.00") * 3)
     mark = log.stat().st_size
     with open(log, "a") as f:

@@ -1,7 +1,8 @@
 """Parity: greedy next token and log-probabilities of sglang (pristine and patched) against
 transformers' own Gemma-4 on the same random weights and prompts.
 
-    python -m sglang_gemma4.gpu.checks.parity --out DIR [--variants e2b e4b 26b-a4b 31b] [--builds ...]
+    python -m sglang_gemma4.gpu.checks.parity --out DIR [--variants e2b e4b 26b-a4b 31b]
+        [--builds ...]
         [--arch causal|conditional] [--server-flags "--tp-size 2 ..."]
 
 Per variant: write a reduced-layer random-weight checkpoint (checkpoint.py), run transformers'
@@ -18,8 +19,14 @@ import json
 import shlex
 from pathlib import Path
 
-from sglang_gemma4.gpu.serve.checkpoint import (hf_config, hf_model_class, ordinary_ids, reduced_text_config, token_ids,
-                                     write_checkpoint)
+from sglang_gemma4.gpu.serve.checkpoint import (
+    hf_config,
+    hf_model_class,
+    ordinary_ids,
+    reduced_text_config,
+    token_ids,
+    write_checkpoint,
+)
 from sglang_gemma4.gpu.serve.presets import NO_GRAPHS, PARITY_GRAPHS
 from sglang_gemma4.gpu.serve.server import Server, http_json, patched_env
 
@@ -41,7 +48,10 @@ def prompts(text: dict, seed: int = 0) -> list[list[int]]:
 
     g = torch.Generator().manual_seed(seed)
     bos, ordinary = token_ids(text["vocab_size"])["bos_token_id"], ordinary_ids(text["vocab_size"])
-    return [[bos] + torch.randint(0, ordinary, (n - 1,), generator=g).tolist() for n in prompt_lengths(text)]
+    return [
+        [bos] + torch.randint(0, ordinary, (n - 1,), generator=g).tolist()
+        for n in prompt_lengths(text)
+    ]
 
 
 def top(logits) -> dict:
@@ -49,27 +59,39 @@ def top(logits) -> dict:
 
     logprobs = torch.log_softmax(logits.float(), -1)
     best = torch.topk(logprobs, TOP)
-    return {"top1": int(best.indices[0]), "top": dict(zip(best.indices.tolist(), best.values.tolist()))}
+    return {
+        "top1": int(best.indices[0]),
+        "top": dict(zip(best.indices.tolist(), best.values.tolist())),
+    }
 
 
-def reference(model_dir: Path, text: dict, batch: list[list[int]], arch: str) -> dict[str, list[list[dict]]]:
+def reference(
+    model_dir: Path, text: dict, batch: list[list[int]], arch: str
+) -> dict[str, list[list[dict]]]:
     """transformers' next-token log-probabilities over STEPS greedy steps per prompt, in float32
     (the reference) and in bfloat16 (the noise floor), on the GPU."""
     import torch
 
     # config.json is in sglang's layout (text-only, or with the published towers); give transformers
     # the config the weights were written from.
-    model = hf_model_class(arch).from_pretrained(model_dir, config=hf_config(text, arch), dtype=torch.float32)
+    model = hf_model_class(arch).from_pretrained(
+        model_dir, config=hf_config(text, arch), dtype=torch.float32
+    )
     model = model.to("cuda").eval()
     out = {}
     with torch.no_grad():
-        for dtype in (torch.float32, torch.bfloat16):  # the weights are bf16 values: exact both ways
+        for dtype in (
+            torch.float32,
+            torch.bfloat16,
+        ):  # the weights are bf16 values: exact both ways
             model.to(dtype)
             runs = []
             for ids in batch:
                 steps, ids = [], list(ids)
                 for _ in range(STEPS):
-                    steps.append(top(model(input_ids=torch.tensor([ids], device="cuda")).logits[0, -1]))
+                    steps.append(
+                        top(model(input_ids=torch.tensor([ids], device="cuda")).logits[0, -1])
+                    )
                     ids.append(steps[-1]["top1"])
                 runs.append(steps)
             out[str(dtype).removeprefix("torch.")] = runs
@@ -79,17 +101,31 @@ def reference(model_dir: Path, text: dict, batch: list[list[int]], arch: str) ->
 
 
 def served(server: Server, batch: list[list[int]]) -> list[list[dict]]:
-    status, body = http_json("POST", f"{server.url}/generate", {
-        "input_ids": batch, "return_logprob": True, "top_logprobs_num": TOP, "logprob_start_len": -1,
-        "sampling_params": [{"max_new_tokens": STEPS, "temperature": 0, "ignore_eos": True} for _ in batch]},
-        timeout=600)
+    status, body = http_json(
+        "POST",
+        f"{server.url}/generate",
+        {
+            "input_ids": batch,
+            "return_logprob": True,
+            "top_logprobs_num": TOP,
+            "logprob_start_len": -1,
+            "sampling_params": [
+                {"max_new_tokens": STEPS, "temperature": 0, "ignore_eos": True} for _ in batch
+            ],
+        },
+        timeout=600,
+    )
     if status != 200:
         raise RuntimeError(f"/generate answered {status}: {body[:500]}")
     out = []
     for answer in json.loads(body):
         meta = answer["meta_info"]
-        out.append([{"top1": int(chosen[1]), "top": {int(t[1]): float(t[0]) for t in tops}}
-                    for chosen, tops in zip(meta["output_token_logprobs"], meta["output_top_logprobs"])])
+        out.append(
+            [
+                {"top1": int(chosen[1]), "top": {int(t[1]): float(t[0]) for t in tops}}
+                for chosen, tops in zip(meta["output_token_logprobs"], meta["output_top_logprobs"])
+            ]
+        )
     return out
 
 
@@ -106,53 +142,100 @@ def compare(ref: list[list[dict]], got: list[list[dict]]) -> dict:
             if r["top1"] != g["top1"]:
                 break  # the next step would continue a different text
             agree += 1
-    return {"top1_agreement": round(agree / total, 4), "max_abs_dlogprob": round(max(deltas), 4) if deltas else None,
-            "top20_overlap": round(sum(overlaps) / len(overlaps), 4), "steps_compared": total}
+    return {
+        "top1_agreement": round(agree / total, 4),
+        "max_abs_dlogprob": round(max(deltas), 4) if deltas else None,
+        "top20_overlap": round(sum(overlaps) / len(overlaps), 4),
+        "steps_compared": total,
+    }
 
 
 def bounds(noise: dict, prompts_count: int) -> dict:
-    return {"max_abs_dlogprob": round(NOISE_FACTOR * noise["max_abs_dlogprob"] + NOISE_SLACK, 4),
-            "top1_agreement": round(noise["top1_agreement"] - 1 / prompts_count, 4)}
+    return {
+        "max_abs_dlogprob": round(NOISE_FACTOR * noise["max_abs_dlogprob"] + NOISE_SLACK, 4),
+        "top1_agreement": round(noise["top1_agreement"] - 1 / prompts_count, 4),
+    }
 
 
 def passes(result: dict, bound: dict) -> bool:
-    return ("error" not in result and result["max_abs_dlogprob"] is not None
-            and result["max_abs_dlogprob"] <= bound["max_abs_dlogprob"]
-            and result["top1_agreement"] >= bound["top1_agreement"])
+    return (
+        "error" not in result
+        and result["max_abs_dlogprob"] is not None
+        and result["max_abs_dlogprob"] <= bound["max_abs_dlogprob"]
+        and result["top1_agreement"] >= bound["top1_agreement"]
+    )
 
 
 def checkpoint_dir(args: argparse.Namespace, variant: str) -> Path:
     return Path(args.checkpoints) / (variant if args.arch == "causal" else f"{variant}-{args.arch}")
 
 
-def servers(variant: str, model_dir: Path, args: argparse.Namespace, out: Path) -> list[tuple[str, Server]]:
-    """(build, server) for each build compared on `variant`; "-eager" builds run without CUDA graphs."""
+def servers(
+    variant: str, model_dir: Path, args: argparse.Namespace, out: Path
+) -> list[tuple[str, Server]]:
+    """(build, server) for each build compared on `variant`; "-eager" builds run without CUDA
+    graphs."""
     chosen = []
     for build in args.builds + (["patched-eager"] if variant in args.eager_variants else []):
         eager = build.endswith("-eager")
-        chosen.append((build, Server(variant, build.removesuffix("-eager"), out / f"{variant}-{build}.log",
-                                     model=str(model_dir.resolve()),
-                                     extra=["--disable-radix-cache", *(NO_GRAPHS if eager else PARITY_GRAPHS),
-                                            *shlex.split(args.server_flags)],
-                                     env=patched_env(args.patched_env) if build.startswith("patched") else {})))
+        chosen.append(
+            (
+                build,
+                Server(
+                    variant,
+                    build.removesuffix("-eager"),
+                    out / f"{variant}-{build}.log",
+                    model=str(model_dir.resolve()),
+                    extra=[
+                        "--disable-radix-cache",
+                        *(NO_GRAPHS if eager else PARITY_GRAPHS),
+                        *shlex.split(args.server_flags),
+                    ],
+                    env=patched_env(args.patched_env) if build.startswith("patched") else {},
+                ),
+            )
+        )
     return chosen
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", required=True)
     parser.add_argument("--variants", nargs="+", default=list(LAYERS))
-    parser.add_argument("--builds", nargs="+", default=["pristine", "patched"],
-                        help="pristine | patched; add -eager (e.g. patched-eager) for CUDA graphs off")
-    parser.add_argument("--eager-variants", nargs="*", default=[],
-                        help="variants that also run patched-eager (E2B/E4B: graphs on vs off, patch 0001)")
+    parser.add_argument(
+        "--builds",
+        nargs="+",
+        default=["pristine", "patched"],
+        help="pristine | patched; add -eager (e.g. patched-eager) for CUDA graphs off",
+    )
+    parser.add_argument(
+        "--eager-variants",
+        nargs="*",
+        default=[],
+        help="variants that also run patched-eager (E2B/E4B: graphs on vs off, patch 0001)",
+    )
     parser.add_argument("--checkpoints", default="checkpoints/parity")
-    parser.add_argument("--arch", default="causal", choices=["causal", "conditional"],
-                        help="the checkpoint's class: Gemma4ForCausalLM or Gemma4ForConditionalGeneration")
-    parser.add_argument("--server-flags", default="", help="more launch flags for every server, e.g. '--tp-size 2'")
-    parser.add_argument("--patched-env", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="environment of the patched servers only, e.g. the kernels' opt-in switches")
-    parser.add_argument("--dry-run", action="store_true", help="print each server's command line instead of running")
+    parser.add_argument(
+        "--arch",
+        default="causal",
+        choices=["causal", "conditional"],
+        help="the checkpoint's class: Gemma4ForCausalLM or Gemma4ForConditionalGeneration",
+    )
+    parser.add_argument(
+        "--server-flags", default="", help="more launch flags for every server, e.g. '--tp-size 2'"
+    )
+    parser.add_argument(
+        "--patched-env",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment of the patched servers only, e.g. the kernels' opt-in switches",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="print each server's command line instead of running"
+    )
     args = parser.parse_args()
     out = Path(args.out)
     if args.dry_run:
@@ -173,14 +256,26 @@ def main() -> int:
         text = reduced_text_config(variant, LAYERS[variant])
         model_dir = checkpoint_dir(args, variant)
         if not any(model_dir.glob("*.safetensors")):
-            write_checkpoint(variant, model_dir, layers=LAYERS[variant], arch=args.arch, weights="random", seed=0,
-                             device="cuda")
+            write_checkpoint(
+                variant,
+                model_dir,
+                layers=LAYERS[variant],
+                arch=args.arch,
+                weights="random",
+                seed=0,
+                device="cuda",
+            )
         batch = prompts(text)
         ref = reference(model_dir, text, batch, args.arch)
         noise = compare(ref["float32"], ref["bfloat16"])
         bound = bounds(noise, len(batch))
-        common = {"variant": variant, "arch": args.arch, "layers": LAYERS[variant],
-                  "prompt_lengths": prompt_lengths(text), "bound": bound}
+        common = {
+            "variant": variant,
+            "arch": args.arch,
+            "layers": LAYERS[variant],
+            "prompt_lengths": prompt_lengths(text),
+            "bound": bound,
+        }
         record({**common, "build": "transformers-bf16", **noise, "passed": None})
         for build, server in servers(variant, model_dir, args, out):
             try:
@@ -191,16 +286,27 @@ def main() -> int:
             passed = passes(result, bound)
             ok &= passed
             record({**common, "build": build, **result, "passed": passed})
-    table = ["| variant | layers | build | top-1 agreement | max abs dlogprob (ref top 20) | top-20 overlap | bound | pass |",
-             "|---|---|---|---|---|---|---|---|"]
+    table = [
+        (
+            "| variant | layers | build | top-1 agreement | max abs dlogprob (ref top 20) | "
+            "top-20 overlap | bound | pass |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         verdict = "noise floor" if r["passed"] is None else ("yes" if r["passed"] else "NO")
-        table.append(f"| {r['variant']} | {r['layers']} | {r['build']} | {r.get('top1_agreement', 'ERR')} | "
-                     f"{r.get('max_abs_dlogprob', '-')} | {r.get('top20_overlap', '-')} | "
-                     f">= {r['bound']['top1_agreement']}, <= {r['bound']['max_abs_dlogprob']} | {verdict} |")
-    rule = (f"Reference: transformers float32 on the checkpoint's bf16 weights, {STEPS} greedy steps per prompt. "
-            f"A build passes with top-1 agreement >= transformers-bf16's minus one prompt and max |dlogprob| <= "
-            f"{NOISE_FACTOR} x transformers-bf16's + {NOISE_SLACK}.")
+        table.append(
+            f"| {r['variant']} | {r['layers']} | {r['build']} | {r.get('top1_agreement', 'ERR')} | "
+            f"{r.get('max_abs_dlogprob', '-')} | {r.get('top20_overlap', '-')} | "
+            f">= {r['bound']['top1_agreement']}, <= {r['bound']['max_abs_dlogprob']} | {verdict} |"
+        )
+    rule = (
+        f"Reference: transformers float32 on the checkpoint's bf16 weights, {STEPS} "
+        "greedy steps per prompt. "
+        "A build passes with top-1 agreement >= transformers-bf16's minus one prompt and "
+        "max |dlogprob| <= "
+        f"{NOISE_FACTOR} x transformers-bf16's + {NOISE_SLACK}."
+    )
     (out / "parity.md").write_text("\n".join(table) + f"\n\n{rule}\n")
     print("\n".join(table) + "\n" + rule)
     return 0 if ok else 1

@@ -5,7 +5,8 @@ import statistics
 
 
 def graph_replay_us(fn, repeats: int, calls_per_graph: int = 1) -> float:
-    """Median microseconds per call of `fn`, over `repeats` replays of a graph of `calls_per_graph` calls."""
+    """Median microseconds per call of `fn`, over `repeats` replays of a graph of `calls_per_graph`
+    calls."""
     import torch
 
     stream = torch.cuda.Stream()

@@ -1,6 +1,6 @@
-"""Shared by the kernel-grid benchmarks (gpu/bench_*_tiles.py, sglang_gemma4.gpu.kernels.tune_gemma4_moe): the
-candidates compiled ahead in worker processes, one candidate's difference and time, and the fastest
-candidate whose output matches."""
+"""Shared by the kernel-grid benchmarks (gpu/bench_*_tiles.py,
+sglang_gemma4.gpu.kernels.tune_gemma4_moe): the candidates compiled ahead in worker processes, one
+candidate's difference and time, and the fastest candidate whose output matches."""
 
 import functools
 import json
@@ -10,8 +10,12 @@ from concurrent.futures import ProcessPoolExecutor
 
 
 def add_jobs_argument(parser) -> None:
-    parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
-                        help="processes compiling the candidate kernels before the timing pass")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=min(8, os.cpu_count() or 1),
+        help="processes compiling the candidate kernels before the timing pass",
+    )
 
 
 def _launch_each(launch, chunk: list) -> None:
@@ -40,7 +44,9 @@ def measure(row: dict, run, reference, rep_ms: int) -> dict:
 
     try:
         got = run().float()
-        row["max_rel_err"] = ((got - reference.float()).abs().max() / reference.float().abs().max()).item()
+        row["max_rel_err"] = (
+            (got - reference.float()).abs().max() / reference.float().abs().max()
+        ).item()
         row["us"] = triton.testing.do_bench(run, rep=rep_ms, return_mode="median") * 1000
     except Exception as error:  # recorded, not fatal: the grid goes on
         row["error"] = f"{type(error).__name__}: {str(error)[:160]}"
@@ -59,4 +65,6 @@ def measure_all(candidates, reference, rep_ms: int, jsonl) -> list[dict]:
 
 def fastest_match(rows: list[dict], tolerance: float = 2e-3) -> dict:
     """The fastest timed row whose output is within `tolerance` of the reference."""
-    return min((r for r in rows if "us" in r and r["max_rel_err"] < tolerance), key=lambda r: r["us"])
+    return min(
+        (r for r in rows if "us" in r and r["max_rel_err"] < tolerance), key=lambda r: r["us"]
+    )

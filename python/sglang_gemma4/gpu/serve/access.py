@@ -4,8 +4,9 @@ server starts.
 The patched build closes sglang's open defaults (patches 0210-0214, 0245): admin routes need
 --admin-api-key, /server_info and logs redact keys, CORS is off unless origins are listed, the
 realtime websocket checks the API key and a web page's origin, a request may not replace the
-chat template, and a multimodal server takes media inline only. A build without those patches (pristine sglang) keeps upstream's defaults; which one
-will serve is read from the installed sglang's files, without importing it.
+chat template, and a multimodal server takes media inline only. A build without those patches
+(pristine sglang) keeps upstream's defaults; which one will serve is read from the installed
+sglang's files, without importing it.
 """
 
 import argparse
@@ -36,7 +37,7 @@ def patched_defaults(sglang: Path | None) -> set[str]:
     if sglang is None:
         return set()
     texts = {}
-    for name, (path, marker) in PATCHED.items():
+    for path, _ in PATCHED.values():
         if path not in texts:
             file = sglang / path
             texts[path] = file.read_text(errors="replace") if file.is_file() else ""
@@ -44,7 +45,8 @@ def patched_defaults(sglang: Path | None) -> set[str]:
 
 
 def _flags(server_argv: list[str]) -> argparse.Namespace:
-    """The access flags among launch_server's arguments (the last of a repeated flag wins, as there)."""
+    """The access flags among launch_server's arguments (the last of a repeated flag wins, as
+    there)."""
     p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", default="30000")
@@ -61,19 +63,30 @@ def summary(server_argv: list[str], env: dict, sglang: Path | None) -> list[str]
     and environment `env` lets through."""
     f, have = _flags(server_argv), patched_defaults(sglang)
     where = f"{f.host}:{f.port}"
-    lines = [f"API routes: need --api-key" if f.api_key else
-             f"API routes: open to anyone who reaches {where} (no --api-key)"]
+    lines = [
+        "API routes: need --api-key"
+        if f.api_key
+        else f"API routes: open to anyone who reaches {where} (no --api-key)"
+    ]
     if "admin" not in have:
-        lines.append("admin routes (weights, NCCL groups, pause/abort, caches, profiling): OPEN as upstream sglang "
-                     "leaves them: to anyone without keys, to every --api-key holder with it")
+        lines.append(
+            "admin routes (weights, NCCL groups, pause/abort, caches, profiling): OPEN "
+            "as upstream sglang "
+            "leaves them: to anyone without keys, to every --api-key holder with it"
+        )
     elif env.get("SGLANG_OPEN_ADMIN_ROUTES", "").strip().lower() in TRUE:
-        lines.append("admin routes: OPEN as upstream sglang leaves them (SGLANG_OPEN_ADMIN_ROUTES is set)")
+        lines.append(
+            "admin routes: OPEN as upstream sglang leaves them (SGLANG_OPEN_ADMIN_ROUTES is set)"
+        )
     elif f.admin_api_key:
         lines.append("admin routes: open to --admin-api-key only")
     else:
         lines.append("admin routes: closed (403); --admin-api-key KEY opens them to that key")
-    lines.append("server info and logs: keys redacted" if "redact" in have else
-                 "server info: publishes --api-key and --admin-api-key (upstream sglang)")
+    lines.append(
+        "server info and logs: keys redacted"
+        if "redact" in have
+        else "server info: publishes --api-key and --admin-api-key (upstream sglang)"
+    )
     if "cors" not in have:
         lines.append("CORS: any origin, with credentials (upstream sglang)")
     elif not f.cors_allow_origins:
@@ -85,8 +98,11 @@ def summary(server_argv: list[str], env: dict, sglang: Path | None) -> list[str]
     if "websocket" not in have:
         lines.append("websocket /v1/realtime: no key check (upstream sglang)")
     else:
-        lines.append(f"websocket /v1/realtime: {'needs --api-key' if f.api_key else 'no key (no --api-key)'}; "
-                     "web pages only from CORS origins")
+        lines.append(
+            "websocket /v1/realtime: "
+            f"{'needs --api-key' if f.api_key else 'no key (no --api-key)'}; "
+            "web pages only from CORS origins"
+        )
     if "template" not in have:
         lines.append("client chat templates: accepted (upstream sglang)")
     elif f.enable_client_chat_template:
@@ -94,13 +110,29 @@ def summary(server_argv: list[str], env: dict, sglang: Path | None) -> list[str]
     else:
         lines.append("client chat templates: refused; --enable-client-chat-template accepts them")
     if f.enable_multimodal:  # a text-only server refuses media before loading any
-        sources = {part.strip() for part in env.get("SGLANG_MM_MEDIA_SOURCES", "").split(",")} & {"url", "path"}
+        sources = {part.strip() for part in env.get("SGLANG_MM_MEDIA_SOURCES", "").split(",")} & {
+            "url",
+            "path",
+        }
         if "media" not in have:
-            lines.append("media: fetched from any URL and read from any server path a request names (upstream sglang)")
+            lines.append(
+                (
+                    "media: fetched from any URL and read from any server path a request "
+                    "names (upstream sglang)"
+                )
+            )
         elif not sources:
-            lines.append("media: inline (base64) only; SGLANG_MM_MEDIA_SOURCES=url,path allows URLs, server paths")
+            lines.append(
+                (
+                    "media: inline (base64) only; SGLANG_MM_MEDIA_SOURCES=url,path allows "
+                    "URLs, server paths"
+                )
+            )
         else:
             named = {"url": "fetched from URLs", "path": "read from server paths"}
-            lines.append(f"media: inline, and {' and '.join(named[s] for s in sorted(sources, reverse=True))} "
-                         f"(SGLANG_MM_MEDIA_SOURCES)")
+            lines.append(
+                "media: inline, and "
+                f"{' and '.join(named[s] for s in sorted(sources, reverse=True))} "
+                f"(SGLANG_MM_MEDIA_SOURCES)"
+            )
     return lines

@@ -22,27 +22,47 @@ import json
 import math
 from pathlib import Path
 
-from sglang_gemma4.gpu.serve.variants import ARCHS, TOWERS, VARIANTS, assistant_text_config, text_config
+from sglang_gemma4.gpu.serve.variants import (
+    ARCHS,
+    TOWERS,
+    VARIANTS,
+    assistant_text_config,
+    text_config,
+)
 
 # Gemma 4's multimodal placeholders, under the names its processor reads from the tokenizer
-MULTIMODAL_TOKENS = {"image_token": "<|image|>", "boi_token": "<|image>", "eoi_token": "<image|>",
-                     "video_token": "<|video|>", "audio_token": "<|audio|>", "boa_token": "<|audio>",
-                     "eoa_token": "<audio|>"}
-SPECIAL_TOKENS = ("<pad>", "<eos>", "<bos>", "<start_of_turn>", "<end_of_turn>", *MULTIMODAL_TOKENS.values())
+MULTIMODAL_TOKENS = {
+    "image_token": "<|image|>",
+    "boi_token": "<|image>",
+    "eoi_token": "<image|>",
+    "video_token": "<|video|>",
+    "audio_token": "<|audio|>",
+    "boa_token": "<|audio>",
+    "eoa_token": "<audio|>",
+}
+SPECIAL_TOKENS = (
+    "<pad>",
+    "<eos>",
+    "<bos>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+    *MULTIMODAL_TOKENS.values(),
+)
 TRAINED_VOCAB = 8192
 # A message's content is a string, or a list of parts ({"type": "text", "text": ...} or an image)
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m['role'] }}\n"
     "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for part in m['content'] %}"
-    "{% if part['type'] == 'text' %}{{ part['text'] }}{% elif part['type'] == 'image' %}<|image|>{% endif %}"
+    "{% if part['type'] == 'text' %}{{ part['text'] }}{% elif part['type'] == 'image' "
+    "%}<|image|>{% endif %}"
     "{% endfor %}{% endif %}<end_of_turn>\n"
     "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
 )
 
 
 def reduced_text_config(variant: str, layers: int | None = None) -> dict:
-    """The variant's text config (transformers' field meanings), optionally with `layers` layers that
-    keep its features: the sliding/full pattern, the KV-shared tail, PLE, MoE, k_eq_v."""
+    """The variant's text config (transformers' field meanings), optionally with `layers` layers
+    that keep its features: the sliding/full pattern, the KV-shared tail, PLE, MoE, k_eq_v."""
     config = text_config(variant)
     total = config["num_hidden_layers"]
     if layers is None or layers >= total:
@@ -53,7 +73,7 @@ def reduced_text_config(variant: str, layers: int | None = None) -> dict:
         # Keep a KV-writing prefix that ends on a full-attention layer (so both layer types have
         # KV to share) and the variant's own KV-shared tail pattern.
         shared = max(1, min(layers - 2, round(layers * shared / total)))
-        kept = pattern[: layers - shared] + pattern[total - shared:]
+        kept = pattern[: layers - shared] + pattern[total - shared :]
         kept[layers - shared - 1] = "full_attention"
         config["num_kv_shared_layers"] = shared
     else:
@@ -68,9 +88,13 @@ def sglang_text_config(config: dict) -> dict:
     """Text-only (Gemma4ForCausalLM) config.json as sglang 0.5.12 reads it: base fields describe the
     full-attention layers, swa_* the sliding ones (it remaps only the multimodal model_type)."""
     out = dict(config)
-    out.update(swa_head_dim=config["head_dim"], swa_v_head_dim=config["head_dim"],
-               swa_num_key_value_heads=config["num_key_value_heads"],
-               head_dim=config["global_head_dim"], v_head_dim=config["global_head_dim"])
+    out.update(
+        swa_head_dim=config["head_dim"],
+        swa_v_head_dim=config["head_dim"],
+        swa_num_key_value_heads=config["num_key_value_heads"],
+        head_dim=config["global_head_dim"],
+        v_head_dim=config["global_head_dim"],
+    )
     if config.get("num_global_key_value_heads"):
         out["num_key_value_heads"] = config["num_global_key_value_heads"]
     return out
@@ -90,24 +114,41 @@ def special_ids(vocab_size: int) -> dict[str, int]:
 def token_ids(vocab_size: int) -> dict[str, int]:
     """pad/eos/bos ids for config.json and generation_config.json."""
     ids = special_ids(vocab_size)
-    return {"pad_token_id": ids["<pad>"], "eos_token_id": ids["<eos>"], "bos_token_id": ids["<bos>"]}
+    return {
+        "pad_token_id": ids["<pad>"],
+        "eos_token_id": ids["<eos>"],
+        "bos_token_id": ids["<bos>"],
+    }
 
 
 def multimodal_token_ids(vocab_size: int) -> dict[str, int]:
     """Gemma4Config's placeholder ids for the multimodal tokens of this tokenizer."""
     specials = special_ids(vocab_size)
     ids = {name: specials[token] for name, token in MULTIMODAL_TOKENS.items()}
-    return {"image_token_id": ids["image_token"], "boi_token_id": ids["boi_token"], "eoi_token_id": ids["eoi_token"],
-            "video_token_id": ids["video_token"], "audio_token_id": ids["audio_token"],
-            # transformers names the last one eoa_token_index, sglang's processor reads eoa_token_id
-            "boa_token_id": ids["boa_token"], "eoa_token_index": ids["eoa_token"], "eoa_token_id": ids["eoa_token"]}
+    return {
+        "image_token_id": ids["image_token"],
+        "boi_token_id": ids["boi_token"],
+        "eoi_token_id": ids["eoi_token"],
+        "video_token_id": ids["video_token"],
+        "audio_token_id": ids["audio_token"],
+        # transformers names the last one eoa_token_index, sglang's processor reads eoa_token_id
+        "boa_token_id": ids["boa_token"],
+        "eoa_token_index": ids["eoa_token"],
+        "eoa_token_id": ids["eoa_token"],
+    }
 
 
 def training_text(root: Path) -> list[str]:
     """Text the repository holds (docs, patches, code): enough for a small BPE."""
-    files = sorted(p for ext in ("*.md", "*.py", "*.patch", "*.toml", "*.sh") for p in root.rglob(ext)
-                   if not any(part in {"work", ".venv", ".venv-test", ".cache", "dist", "checkpoints"}
-                              for part in p.relative_to(root).parts))
+    files = sorted(
+        p
+        for ext in ("*.md", "*.py", "*.patch", "*.toml", "*.sh")
+        for p in root.rglob(ext)
+        if not any(
+            part in {"work", ".venv", ".venv-test", ".cache", "dist", "checkpoints"}
+            for part in p.relative_to(root).parts
+        )
+    )
     return [p.read_text(errors="replace") for p in files]
 
 
@@ -118,11 +159,19 @@ def build_tokenizer(texts: list[str], vocab_size: int):
 
     trained = Tokenizer(models.BPE())
     trained.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    trainer = trainers.BpeTrainer(vocab_size=TRAINED_VOCAB, special_tokens=list(SPECIAL_TOKENS),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=TRAINED_VOCAB,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     trained.train_from_iterator(texts, trainer)
     model = json.loads(trained.to_str())["model"]
-    learned = [t for t, _ in sorted(model["vocab"].items(), key=lambda item: item[1]) if t not in SPECIAL_TOKENS]
+    learned = [
+        t
+        for t, _ in sorted(model["vocab"].items(), key=lambda item: item[1])
+        if t not in SPECIAL_TOKENS
+    ]
     fillers, taken, n = [], set(learned), 0
     while len(fillers) < ordinary_ids(vocab_size) - len(learned):
         if f"Ġw{n}" not in taken:  # "Ġ" is the byte-level space: decodes to " w123"
@@ -143,12 +192,24 @@ def write_tokenizer(out: Path, texts: list[str], vocab_size: int) -> None:
     for name, expected in special_ids(vocab_size).items():
         assert tokenizer.token_to_id(name) == expected, (name, tokenizer.token_to_id(name))
     tokenizer.save(str(out / "tokenizer.json"))
-    (out / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<bos>", "eos_token": "<eos>",
-        "pad_token": "<pad>", "add_bos_token": True, "chat_template": CHAT_TEMPLATE,
-        "extra_special_tokens": MULTIMODAL_TOKENS, "model_max_length": 1 << 20}, indent=1))
-    (out / "special_tokens_map.json").write_text(json.dumps(
-        {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>"}, indent=1))
+    (out / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": "<bos>",
+                "eos_token": "<eos>",
+                "pad_token": "<pad>",
+                "add_bos_token": True,
+                "chat_template": CHAT_TEMPLATE,
+                "extra_special_tokens": MULTIMODAL_TOKENS,
+                "model_max_length": 1 << 20,
+            },
+            indent=1,
+        )
+    )
+    (out / "special_tokens_map.json").write_text(
+        json.dumps({"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>"}, indent=1)
+    )
 
 
 def write_processor(out: Path) -> None:
@@ -160,9 +221,13 @@ def write_processor(out: Path) -> None:
     from transformers.models.gemma4.processing_gemma4 import Gemma4Processor
     from transformers.models.gemma4.video_processing_gemma4 import Gemma4VideoProcessor
 
-    processor = Gemma4Processor(feature_extractor=Gemma4AudioFeatureExtractor(), image_processor=Gemma4ImageProcessor(),
-                                tokenizer=AutoTokenizer.from_pretrained(out), video_processor=Gemma4VideoProcessor(),
-                                chat_template=CHAT_TEMPLATE)
+    processor = Gemma4Processor(
+        feature_extractor=Gemma4AudioFeatureExtractor(),
+        image_processor=Gemma4ImageProcessor(),
+        tokenizer=AutoTokenizer.from_pretrained(out),
+        video_processor=Gemma4VideoProcessor(),
+        chat_template=CHAT_TEMPLATE,
+    )
     processor.save_pretrained(out)
 
 
@@ -182,7 +247,11 @@ def init_random_(model, seed: int) -> None:
             if not tensor.is_floating_point() or "inv_freq" in name or name.endswith("embed_scale"):
                 continue
             shape = tuple(tensor.shape)
-            if name.endswith("layer_scalar") or name.endswith("per_expert_scale") or name.endswith("router.scale"):
+            if (
+                name.endswith("layer_scalar")
+                or name.endswith("per_expert_scale")
+                or name.endswith("router.scale")
+            ):
                 value = normal(shape, 0.05, 1.0)
             elif "norm" in name and tensor.dim() == 1:
                 value = normal(shape, 0.1, 1.0)
@@ -208,34 +277,63 @@ def hidden_rms(model, input_ids) -> list[float]:
     return [float(h.float().pow(2).mean().sqrt()) for h in out.hidden_states]
 
 
-def write_checkpoint(variant: str, out: Path, layers: int | None = None, arch: str = "causal",
-                     weights: str = "none", seed: int = 0, repo_root: Path | None = None, device: str = "cpu",
-                     log=print) -> dict:
+def write_checkpoint(
+    variant: str,
+    out: Path,
+    layers: int | None = None,
+    arch: str = "causal",
+    weights: str = "none",
+    seed: int = 0,
+    repo_root: Path | None = None,
+    device: str = "cpu",
+    log=print,
+) -> dict:
     if arch == "assistant" and (weights != "none" or layers is not None):
-        raise ValueError("an assistant draft is written as config and tokenizer only (serve it with "
-                         "--load-format dummy): --weights random and --layers do not apply")
+        raise ValueError(
+            "an assistant draft is written as config and tokenizer only (serve it with "
+            "--load-format dummy): --weights random and --layers do not apply"
+        )
     out.mkdir(parents=True, exist_ok=True)
-    text = assistant_text_config(variant) if arch == "assistant" else reduced_text_config(variant, layers)
+    text = (
+        assistant_text_config(variant)
+        if arch == "assistant"
+        else reduced_text_config(variant, layers)
+    )
     ids = token_ids(text["vocab_size"])
     architecture = ARCHS[arch]
     if arch == "causal":
         config = {**sglang_text_config(text), "architectures": [architecture]}
     elif arch == "assistant":
         # transformers' layout (base fields = sliding layers); sglang remaps it when it loads it.
-        config = {"model_type": "gemma4_assistant", "architectures": [architecture], "text_config": {**text, **ids},
-                  "backbone_hidden_size": VARIANTS[variant]["hidden_size"], "use_ordered_embeddings": False,
-                  "tie_word_embeddings": True}
+        config = {
+            "model_type": "gemma4_assistant",
+            "architectures": [architecture],
+            "text_config": {**text, **ids},
+            "backbone_hidden_size": VARIANTS[variant]["hidden_size"],
+            "use_ordered_embeddings": False,
+            "tie_word_embeddings": True,
+        }
     else:
         from transformers.models.gemma4.configuration_gemma4 import Gemma4Config
 
         # The towers are in config.json only: random weights cover the text model (its parity).
         vision, audio = TOWERS[variant]
-        multimodal = Gemma4Config(text_config={**text, **ids}, vision_config=vision, audio_config=audio,
-                                  **multimodal_token_ids(text["vocab_size"]))
+        multimodal = Gemma4Config(
+            text_config={**text, **ids},
+            vision_config=vision,
+            audio_config=audio,
+            **multimodal_token_ids(text["vocab_size"]),
+        )
         config = {**multimodal.to_dict(), "architectures": [architecture]}
     config.update(**ids, torch_dtype="bfloat16")
-    report = {"variant": variant, "arch": architecture, "layers": text["num_hidden_layers"],
-              "num_kv_shared_layers": text.get("num_kv_shared_layers", 0), "weights": weights, "seed": seed}
+    report = {
+        "variant": variant,
+        "arch": architecture,
+        "layers": text["num_hidden_layers"],
+        "num_kv_shared_layers": text.get("num_kv_shared_layers", 0),
+        "weights": weights,
+        "seed": seed,
+    }
     if weights == "random":  # first: save_pretrained writes its own config files, replaced below
         report["hidden_rms"] = write_random_weights(text, arch, out, seed, device, log)
     (out / "config.json").write_text(json.dumps(config, indent=1))
@@ -244,7 +342,12 @@ def write_checkpoint(variant: str, out: Path, layers: int | None = None, arch: s
     if arch == "conditional":
         write_processor(out)
     (out / "sglang_gemma4_checkpoint.json").write_text(json.dumps(report, indent=1))
-    log(f"checkpoint: {variant} ({architecture}, {report['layers']} layers, weights {weights}) -> {out}")
+    log(
+        (
+            f"checkpoint: {variant} ({architecture}, {report['layers']} layers, weights "
+            f"{weights}) -> {out}"
+        )
+    )
     return report
 
 
@@ -257,7 +360,10 @@ def hf_config(text: dict, arch: str):
 
 def hf_model_class(arch: str):
     """transformers' own Gemma-4 class for a checkpoint arch ("causal" or "conditional")."""
-    from transformers.models.gemma4.modeling_gemma4 import Gemma4ForCausalLM, Gemma4ForConditionalGeneration
+    from transformers.models.gemma4.modeling_gemma4 import (
+        Gemma4ForCausalLM,
+        Gemma4ForConditionalGeneration,
+    )
 
     return Gemma4ForCausalLM if arch == "causal" else Gemma4ForConditionalGeneration
 
@@ -267,14 +373,21 @@ def hf_model(text: dict, arch: str):
     return hf_model_class(arch)(hf_config(text, arch))
 
 
-def write_random_weights(text: dict, arch: str, out: Path, seed: int, device: str = "cpu", log=print) -> list[float]:
+def write_random_weights(
+    text: dict, arch: str, out: Path, seed: int, device: str = "cpu", log=print
+) -> list[float]:
     import torch
 
     with torch.device(device):  # built where it is initialised: a 31B-wide model is slow on CPU
         model = hf_model(text, arch).to(torch.float32)
     init_random_(model, seed)
-    probe = torch.randint(0, ordinary_ids(text["vocab_size"]), (1, 64), generator=torch.Generator().manual_seed(seed))
+    probe = torch.randint(
+        0, ordinary_ids(text["vocab_size"]), (1, 64), generator=torch.Generator().manual_seed(seed)
+    )
     rms = hidden_rms(model, probe.to(device))
-    log("checkpoint: hidden-state RMS (embedding, then each layer): " + " ".join(f"{r:.2f}" for r in rms))
+    log(
+        "checkpoint: hidden-state RMS (embedding, then each layer): "
+        + " ".join(f"{r:.2f}" for r in rms)
+    )
     model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
     return rms

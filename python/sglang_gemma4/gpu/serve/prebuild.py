@@ -6,13 +6,13 @@
 sglang compiles several CUDA modules with nvcc the first time a forward pass needs them: its JIT
 kernels (0.5.17: sglang/kernels/ops; RoPE per rotary width, the KV-cache store per K/V row size,
 the activation, the overlap scheduler's position clamp) and, through sgl_kernel's rmsnorm,
-FlashInfer's norm module. A server meets them one after another during its first CUDA-graph capture: on an H100 with
-empty caches they took ~95 of a 26B-A4B start's 205 s
-(benchmark_results/sglang-0.5.12/2026-11-22-h100-26b-a4b-g5723c55349-coldstart/). Each is one nvcc process, so
-built side by side they cost about the longest one. They land in the caches the server reads
-(TVM_FFI_CACHE_DIR, FLASHINFER_WORKSPACE_BASE, or their defaults under the home directory); where
-they are already there, each worker only loads its module. Needs the GPU and the Python environment
-that will serve.
+FlashInfer's norm module. A server meets them one after another during its first CUDA-graph capture:
+on an H100 with empty caches they took ~95 of a 26B-A4B start's 205 s
+(benchmark_results/sglang-0.5.12/2026-11-22-h100-26b-a4b-g5723c55349-coldstart/). Each is one nvcc
+process, so built side by side they cost about the longest one. They land in the caches the server
+reads (TVM_FFI_CACHE_DIR, FLASHINFER_WORKSPACE_BASE, or their defaults under the home directory);
+where they are already there, each worker only loads its module. Needs the GPU and the Python
+environment that will serve.
 
 A run that built everything leaves a stamp in sglang's JIT cache (TVM_FFI_CACHE_DIR, default
 ~/.cache/tvm-ffi) named after the builds and the installed sglang; while it is there a later run
@@ -57,16 +57,28 @@ def builds(text_config: dict, tp: int = 1) -> list[tuple[str, str, tuple]]:
 
     # Hugging Face's form has head_dim and num_key_value_heads of the sliding layers; the text-only
     # form sglang reads (Gemma4ForCausalLM) moves those to swa_* and gives the full layers' values
-    sliding = (text_config.get("swa_head_dim") or text_config["head_dim"],
-               text_config.get("swa_num_key_value_heads") or text_config["num_key_value_heads"])
-    full = (text_config.get("global_head_dim") or text_config["head_dim"],
-            text_config.get("num_global_key_value_heads") or text_config["num_key_value_heads"])
+    sliding = (
+        text_config.get("swa_head_dim") or text_config["head_dim"],
+        text_config.get("swa_num_key_value_heads") or text_config["num_key_value_heads"],
+    )
+    full = (
+        text_config.get("global_head_dim") or text_config["head_dim"],
+        text_config.get("num_global_key_value_heads") or text_config["num_key_value_heads"],
+    )
     head_dims = sorted({sliding[0], full[0]})
-    rows = sorted({kv_heads_per_rank(heads, tp) * dim * BF16_BYTES for dim, heads in (sliding, full)})
+    rows = sorted(
+        {kv_heads_per_rank(heads, tp) * dim * BF16_BYTES for dim, heads in (sliding, full)}
+    )
     # Gemma-4's RoPE is NeoX-style, q and k both bf16; K and V rows are equally wide
-    return ([(*ROPE, (True, dim, torch.bfloat16, torch.bfloat16)) for dim in head_dims]
-            + [(*KV_STORE, (row, row)) for row in rows]
-            + [(*ACTIVATION, (torch.bfloat16,)), (*CLAMP_POSITION, (torch.int64,)), (*FLASHINFER_NORM, ())])
+    return (
+        [(*ROPE, (True, dim, torch.bfloat16, torch.bfloat16)) for dim in head_dims]
+        + [(*KV_STORE, (row, row)) for row in rows]
+        + [
+            (*ACTIVATION, (torch.bfloat16,)),
+            (*CLAMP_POSITION, (torch.int64,)),
+            (*FLASHINFER_NORM, ()),
+        ]
+    )
 
 
 def flashinfer_cuda_norm() -> None:
@@ -95,7 +107,9 @@ def prebuild(jobs: list[tuple[str, str, tuple]], log=print) -> list[str]:
     then builds or fails on its own, as without this step)."""
     start, failed = time.monotonic(), []
     # spawned, not forked: each worker sets up CUDA (the build flags name the GPU's architecture)
-    with ProcessPoolExecutor(max_workers=len(jobs), mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(
+        max_workers=len(jobs), mp_context=multiprocessing.get_context("spawn")
+    ) as pool:
         futures = [(describe(*job), pool.submit(run_one, *job)) for job in jobs]
         for name, future in futures:
             try:
@@ -103,7 +117,12 @@ def prebuild(jobs: list[tuple[str, str, tuple]], log=print) -> list[str]:
             except Exception as e:  # noqa: BLE001 - any build error is reported, not raised
                 log(f"prebuild: {name} FAILED: {type(e).__name__}: {e}")
                 failed.append(name)
-    log(f"prebuild: {len(jobs) - len(failed)} of {len(jobs)} modules ready in {time.monotonic() - start:.1f} s")
+    log(
+        (
+            f"prebuild: {len(jobs) - len(failed)} of {len(jobs)} modules ready in "
+            f"{time.monotonic() - start:.1f} s"
+        )
+    )
     return failed
 
 
@@ -113,7 +132,9 @@ def stamp_path(jobs: list[tuple[str, str, tuple]]) -> Path:
         sglang = importlib.metadata.version("sglang")
     except importlib.metadata.PackageNotFoundError:
         sglang = "none"
-    key = json.dumps([sglang, os.environ.get("FLASHINFER_WORKSPACE_BASE", ""), *(describe(*job) for job in jobs)])
+    key = json.dumps(
+        [sglang, os.environ.get("FLASHINFER_WORKSPACE_BASE", ""), *(describe(*job) for job in jobs)]
+    )
     cache = Path(os.environ.get("TVM_FFI_CACHE_DIR") or Path.home() / ".cache" / "tvm-ffi")
     return cache / f"sglang-gemma4-prebuild-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
 
@@ -124,17 +145,27 @@ def text_config_of(model: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 2)[2])
-    parser.add_argument("--model", required=True, type=Path, help="the checkpoint the server will serve")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 2)[2],
+    )
+    parser.add_argument(
+        "--model", required=True, type=Path, help="the checkpoint the server will serve"
+    )
     parser.add_argument("--tp", type=int, default=1, help="the server's tensor-parallel size")
-    parser.add_argument("--force", action="store_true", help="start the workers even where the stamp says all is built")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="start the workers even where the stamp says all is built",
+    )
     args = parser.parse_args(argv)
     jobs = builds(text_config_of(args.model), args.tp)
     stamp = stamp_path(jobs)
     if stamp.exists() and not args.force:
-        print(f"prebuild: {len(jobs)} of {len(jobs)} modules ready in 0.0 s (built before: {stamp})")
+        print(
+            f"prebuild: {len(jobs)} of {len(jobs)} modules ready in 0.0 s (built before: {stamp})"
+        )
         return 0
     if prebuild(jobs):
         return 1

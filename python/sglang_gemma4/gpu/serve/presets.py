@@ -15,26 +15,31 @@ class Preset:
     model_flags: tuple[str, ...] = ()  # sglang options that change how this variant's model runs
 
 
-# No --context-length: sglang serves the checkpoint's own window (max_position_embeddings: 262,144 for
-# 26B-A4B and 31B, 131,072 for E2B and E4B); `-- --context-length N` lowers it.
+# No --context-length: sglang serves the checkpoint's own window (max_position_embeddings: 262,144
+# for 26B-A4B and 31B, 131,072 for E2B and E4B); `-- --context-length N` lowers it.
 PRESETS = {
     "e2b": Preset(0.85),
     "e4b": Preset(0.85),
-    # sglang's own option: the experts' down GEMM adds each token's top-k outputs into the layer output
-    # (bf16 atomics) instead of a separate sum kernel. One H100, same call: decode at 32 running x1.19,
-    # batch 1 unchanged (benchmark_results/sglang-0.5.12/2026-11-23-h100-26b-a4b-gdd00e9604a-coldstart-dual-stream-fused-sum);
-    # parity vs transformers kept (2026-11-23-h100-all-gf4025de4e2-parity-ab-fused-rope).
+    # sglang's own option: the experts' down GEMM adds each token's top-k outputs into the layer
+    # output (bf16 atomics) instead of a separate sum kernel. One H100, same call: decode at 32
+    # running x1.19, batch 1 unchanged
+    # (benchmark_results/sglang-0.5.12/
+    # 2026-11-23-h100-26b-a4b-gdd00e9604a-coldstart-dual-stream-fused-sum); parity vs transformers
+    # kept (2026-11-23-h100-all-gf4025de4e2-parity-ab-fused-rope).
     "26b-a4b": Preset(0.85, ("--enable-fused-moe-sum-all-reduce",)),
     "31b": Preset(0.88),  # 62.5 GB of weights: leave the KV pool room on 80 GB
 }
 
 # Every variant, every build: the kernels and backends the offline bundle serves Gemma-4 with.
 BACKENDS = (
-    "--attention-backend", "triton",  # the Hopper path that serves Gemma-4 (head dims 256/512)
-    "--sampling-backend", "pytorch",  # flashinfer's sampling kernels JIT-compile for ~74 s on first use
+    "--attention-backend",
+    "triton",  # the Hopper path that serves Gemma-4 (head dims 256/512)
+    "--sampling-backend",
+    "pytorch",  # flashinfer's sampling kernels JIT-compile for ~74 s on first use
     # structured output (response_format json_schema/json_object, regex, EBNF, forced tool calls):
     # xgrammar, which sglang imports whatever the backend and the offline bundle carries
-    "--grammar-backend", "xgrammar",
+    "--grammar-backend",
+    "xgrammar",
     # JSON under a schema in one layout ({"a": 1, "b": [2]}): a grammar that allows any whitespace
     # between tokens lets greedy decoding repeat spaces or newlines until max_tokens
     "--constrained-json-disable-any-whitespace",
@@ -44,21 +49,32 @@ PARSERS = ("--tool-call-parser", "gemma4", "--reasoning-parser", "gemma4")
 # A server without structured output (constrained requests are refused); the last repeated flag wins
 NO_STRUCTURED_OUTPUT = ("--grammar-backend", "none")
 # Image (and, on E2B/E4B, audio) input: the towers loaded (0013 serves Gemma-4 text-only without it,
-# and refuses media then). Costs the towers' weights in GPU memory, so a smaller KV pool: not measured yet.
+# and refuses media then). Costs the towers' weights in GPU memory, so a smaller KV pool: not
+# measured yet.
 MULTIMODAL = ("--enable-multimodal",)
 DECODE_GRAPHS = ("--cuda-graph-max-bs-decode", "64")  # what serving captures
-# The KV cache in FP8 (e4m3): twice the tokens of bf16 in the same pool (launch_gemma4 --kv-fp8; the long
-# experiment's fp8 setups). Unscaled (Gemma-4's checkpoints carry no KV scales); patch 0179 lets the Triton
-# kernels read it, whose compile failed on an H100 without it
-# (benchmark_results/sglang-0.5.17/2026-11-27-h100-e2b-26b-a4b-g96694484f3-route-fuzz-long-context-gqa-pack).
+# The KV cache in FP8 (e4m3): twice the tokens of bf16 in the same pool (launch_gemma4 --kv-fp8; the
+# long experiment's fp8 setups). Unscaled (Gemma-4's checkpoints carry no KV scales); patch 0179
+# lets the Triton kernels read it, whose compile failed on an H100 without it
+# (benchmark_results/sglang-0.5.17/
+# 2026-11-27-h100-e2b-26b-a4b-g96694484f3-route-fuzz-long-context-gqa-pack).
 KV_FP8 = ("--kv-cache-dtype", "fp8_e4m3")
 # The Gemma-4 assistant draft (FROZEN_KV_MTP): 3 steps, 4 draft tokens, top-k 1 (26b-a4b and 31b).
 MTP_STEPS, MTP_DRAFT_TOKENS = 3, 4
-MTP = ("--speculative-algorithm", "NEXTN", "--speculative-num-steps", str(MTP_STEPS),
-       "--speculative-num-draft-tokens", str(MTP_DRAFT_TOKENS), "--speculative-eagle-topk", "1")
+MTP = (
+    "--speculative-algorithm",
+    "NEXTN",
+    "--speculative-num-steps",
+    str(MTP_STEPS),
+    "--speculative-num-draft-tokens",
+    str(MTP_DRAFT_TOKENS),
+    "--speculative-eagle-topk",
+    "1",
+)
 # On dummy weights the draft agrees with the target every time, so every step would accept all
 # MTP_DRAFT_TOKENS: every MTP benchmark serves with sglang's simulated acceptance instead, at the
-# reference fork's real accept lengths (chat). Its keys are the variants the preset serves with a draft.
+# reference fork's real accept lengths (chat). Its keys are the variants the preset serves with a
+# draft.
 SIMULATED_ACCEPT_LEN = {"26b-a4b": 2.8, "31b": 3.1}
 
 # Extra flags that the harness adds after the preset (the last of a repeated flag wins):
@@ -72,7 +88,12 @@ PARITY_GRAPHS = ("--cuda-graph-max-bs-decode", "8", "--cuda-graph-max-bs-prefill
 # benchmarks whose largest concurrency is 32
 BENCH_GRAPHS = ("--cuda-graph-max-bs-decode", "32")
 # benchmarks on a shorter start: decode graphs to 32, no prefill graphs (prefill speed not compared)
-BENCH_GRAPHS_DECODE_ONLY = ("--cuda-graph-max-bs-decode", "32", "--cuda-graph-backend-prefill", "disabled")
+BENCH_GRAPHS_DECODE_ONLY = (
+    "--cuda-graph-max-bs-decode",
+    "32",
+    "--cuda-graph-backend-prefill",
+    "disabled",
+)
 
 
 def preset(variant: str) -> Preset:
@@ -82,22 +103,50 @@ def preset(variant: str) -> Preset:
 
 
 def model_flags(variant: str) -> list[str]:
-    """The variant's own sglang options, which a profiled or measured step must share with serving."""
+    """The variant's own sglang options, which a profiled or measured step must share with
+    serving."""
     return list(preset(variant).model_flags)
 
 
-def server_args(variant: str, model: str, *, tp: int = 1, host: str = "127.0.0.1", port: int = 30000,
-                dummy_weights: bool = False, draft: str | None = None, api_key: str | None = None,
-                admin_api_key: str | None = None, structured_output: bool = True,
-                parsers: bool = True, kv_fp8: bool = False, multimodal: bool = False) -> list[str]:
+def server_args(
+    variant: str,
+    model: str,
+    *,
+    tp: int = 1,
+    host: str = "127.0.0.1",
+    port: int = 30000,
+    dummy_weights: bool = False,
+    draft: str | None = None,
+    api_key: str | None = None,
+    admin_api_key: str | None = None,
+    structured_output: bool = True,
+    parsers: bool = True,
+    kv_fp8: bool = False,
+    multimodal: bool = False,
+) -> list[str]:
     """sglang.launch_server's arguments for `variant` served from `model` (a draft turns MTP on;
     structured_output=False serves without a grammar backend, parsers=False without PARSERS,
-    kv_fp8=True with the KV cache in FP8, multimodal=True with the vision/audio towers: MULTIMODAL)."""
+    kv_fp8=True with the KV cache in FP8, multimodal=True with the vision/audio towers:
+    MULTIMODAL)."""
     p = preset(variant)
     args = ["--load-format", "dummy"] if dummy_weights else []
-    args += ["--model-path", model, "--tokenizer-path", model, "--host", host, "--port", str(port),
-             "--tp-size", str(tp), *BACKENDS, "--mem-fraction-static", str(p.mem_fraction_static),
-             *DECODE_GRAPHS, *p.model_flags]
+    args += [
+        "--model-path",
+        model,
+        "--tokenizer-path",
+        model,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--tp-size",
+        str(tp),
+        *BACKENDS,
+        "--mem-fraction-static",
+        str(p.mem_fraction_static),
+        *DECODE_GRAPHS,
+        *p.model_flags,
+    ]
     if parsers:
         args += PARSERS
     if not structured_output:
@@ -117,7 +166,8 @@ def server_args(variant: str, model: str, *, tp: int = 1, host: str = "127.0.0.1
 
 def resolved_server_args(argv: list[str]):
     """The ServerArgs sglang.launch_server resolves from `argv` (its own parser and from_cli_args),
-    without starting anything: for code that reads the published server arguments outside a server."""
+    without starting anything: for code that reads the published server arguments outside a
+    server."""
     import argparse
 
     from sglang.srt.server_args import ServerArgs
@@ -132,9 +182,14 @@ def simulated_acceptance(variant: str, accept_len: float | None = None) -> dict[
     average (default: the variant's SIMULATED_ACCEPT_LEN)."""
     if accept_len is None:
         if variant not in SIMULATED_ACCEPT_LEN:
-            raise ValueError(f"no MTP draft for {variant!r}: MTP serves {', '.join(SIMULATED_ACCEPT_LEN)}")
+            raise ValueError(
+                f"no MTP draft for {variant!r}: MTP serves {', '.join(SIMULATED_ACCEPT_LEN)}"
+            )
         accept_len = SIMULATED_ACCEPT_LEN[variant]
-    return {"SGLANG_SIMULATE_ACC_LEN": str(accept_len), "SGLANG_SIMULATE_ACC_METHOD": "match-expected"}
+    return {
+        "SGLANG_SIMULATE_ACC_LEN": str(accept_len),
+        "SGLANG_SIMULATE_ACC_METHOD": "match-expected",
+    }
 
 
 def full_acceptance_problem(accept_len: float | None) -> str | None:
@@ -143,5 +198,8 @@ def full_acceptance_problem(accept_len: float | None) -> str | None:
     run did not measure the speculative step it names."""
     if accept_len is None or accept_len < MTP_DRAFT_TOKENS:
         return None
-    return (f"the server logged accept length {accept_len:.2f} (every draft accepted): the simulated acceptance "
-            f"(SGLANG_SIMULATE_ACC_LEN) did not apply; refusing the run")
+    return (
+        f"the server logged accept length {accept_len:.2f} (every draft accepted): the "
+        "simulated acceptance "
+        f"(SGLANG_SIMULATE_ACC_LEN) did not apply; refusing the run"
+    )

@@ -20,25 +20,49 @@ from pathlib import Path
 from sglang_gemma4.gpu import REPO
 from sglang_gemma4.gpu.serve import launch
 
-ERROR_LINE = re.compile(r"^\w*(Error|Exception)\b.*:")  # a traceback's last line, e.g. "ValueError: ..."
-# sglang checks its pools for leaked slots once idle and dies on one (SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE),
-# after the last answer was sent: a run ends with the server idle this long and still running
+ERROR_LINE = re.compile(
+    r"^\w*(Error|Exception)\b.*:"
+)  # a traceback's last line, e.g. "ValueError: ..."
+# sglang checks its pools for leaked slots once idle and dies on one
+# (SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE), after the last answer was sent: a run ends with the
+# server idle this long and still running
 IDLE_CHECK_S = 5
-# the launcher (launch.py) as scripts/launch_gemma4.sh runs it, in the build's environment with this package on top
+# the launcher (launch.py) as scripts/launch_gemma4.sh runs it, in the build's environment with this
+# package on top
 LAUNCHER = ("python3", "-m", "sglang_gemma4.gpu.serve.launch")
 PORT_WAIT_S = 90  # for a server a cut-off run is still stopping (Server.stop waits up to 60 s)
 
 
-def http_json(method: str, url: str, payload: dict | bytes | None = None, timeout: float = 120,
-              headers: dict | None = None, with_headers: bool = False) -> tuple:
+def http_json(
+    method: str,
+    url: str,
+    payload: dict | bytes | None = None,
+    timeout: float = 120,
+    headers: dict | None = None,
+    with_headers: bool = False,
+) -> tuple:
     """(status, body), with the answer's headers third if `with_headers`. Bytes go as they are (e.g.
     non-standard JSON such as NaN), anything else as JSON."""
-    data = payload if isinstance(payload, bytes) else None if payload is None else json.dumps(payload).encode()
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers={"Content-Type": "application/json", **(headers or {})})
+    data = (
+        payload
+        if isinstance(payload, bytes)
+        else None
+        if payload is None
+        else json.dumps(payload).encode()
+    )
+    request = urllib.request.Request(
+        url,
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            answer = response.status, response.read().decode(errors="replace"), dict(response.headers)
+            answer = (
+                response.status,
+                response.read().decode(errors="replace"),
+                dict(response.headers),
+            )
     except urllib.error.HTTPError as e:
         answer = e.code, e.read().decode(errors="replace"), dict(e.headers)
     return answer if with_headers else answer[:2]
@@ -54,8 +78,8 @@ def build_env_script(build: str) -> str:
 
 
 def describe(build: str, env: dict, command: list[str]) -> str:
-    """One command line as a dry run prints it: the build whose environment runs it, then the command
-    with its extra environment."""
+    """One command line as a dry run prints it: the build whose environment runs it, then the
+    command with its extra environment."""
     pairs = [f"{key}={value}" for key, value in env.items()]
     return f"{build}: " + shlex.join([*(["env", *pairs] if pairs else []), *command])
 
@@ -65,8 +89,14 @@ def in_build(build: str, argv: list[str], harness: bool = False) -> list[str]:
     for word (they reach bash as positional parameters, never parsed as shell). `harness`: with this
     package importable on top of the build's packages."""
     if harness:
-        return ["bash", "-c", '. "$0" && PYTHONPATH="$1:$PYTHONPATH" exec "${@:2}"', build_env_script(build),
-                str(REPO / "python"), *argv]
+        return [
+            "bash",
+            "-c",
+            '. "$0" && PYTHONPATH="$1:$PYTHONPATH" exec "${@:2}"',
+            build_env_script(build),
+            str(REPO / "python"),
+            *argv,
+        ]
     return ["bash", "-c", '. "$0" && exec "$@"', build_env_script(build), *argv]
 
 
@@ -79,7 +109,8 @@ def patched_env(pairs: list[str]) -> dict:
 
 
 def wait_ready(url: str, timeout: float, alive=lambda: True) -> bool:
-    """Poll /health_generate until it answers 200 (True), the server dies or time runs out (False)."""
+    """Poll /health_generate until it answers 200 (True), the server dies or time runs out
+    (False)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and alive():
         try:
@@ -106,8 +137,8 @@ def port_taken(port: int) -> bool:
 
 
 def port_freed(port: int, within: float) -> bool:
-    """Whether the port is free, or frees within `within` seconds: a server whose run was just cut off
-    by its time limit is still being stopped by it (up to a minute) when the next run starts."""
+    """Whether the port is free, or frees within `within` seconds: a server whose run was just cut
+    off by its time limit is still being stopped by it (up to a minute) when the next run starts."""
     deadline = time.monotonic() + within
     while port_taken(port):
         if time.monotonic() >= deadline:
@@ -138,19 +169,40 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def launch_options(self) -> launch.Launch:
-        """The launcher's options for this server; extra flags last, so that they win over the preset."""
-        return launch.Launch(self.variant, model=self.model, mtp=self.mtp, draft=self.draft, port=self.port,
-                             admin_api_key=self.admin_key, extra=tuple(self.extra))
+        """The launcher's options for this server; extra flags last, so that they win over the
+        preset."""
+        return launch.Launch(
+            self.variant,
+            model=self.model,
+            mtp=self.mtp,
+            draft=self.draft,
+            port=self.port,
+            admin_api_key=self.admin_key,
+            extra=tuple(self.extra),
+        )
 
     def command(self) -> list[str]:
         """The launcher's command line for this server."""
         return [*LAUNCHER, *self.launch_options().argv()]
 
-    def admin_json(self, method: str, path: str, payload: dict | None = None, timeout: float = 120) -> tuple[int, str]:
+    def admin_json(
+        self, method: str, path: str, payload: dict | None = None, timeout: float = 120
+    ) -> tuple[int, str]:
         """http_json to one of the server's admin routes, with its admin key."""
         if not self.admin_key:
-            raise RuntimeError(f"{self.variant}/{self.build}: {path} is an admin route; start the server with admin_key")
-        return http_json(method, self.url + path, payload, timeout, headers={"Authorization": f"Bearer {self.admin_key}"})
+            raise RuntimeError(
+                (
+                    f"{self.variant}/{self.build}: {path} is an admin route; start the server "
+                    "with admin_key"
+                )
+            )
+        return http_json(
+            method,
+            self.url + path,
+            payload,
+            timeout,
+            headers={"Authorization": f"Bearer {self.admin_key}"},
+        )
 
     def describe(self) -> str:
         """The server's command line as the launch preset expands it, with its build and environment
@@ -162,17 +214,26 @@ class Server:
         # A server left running (e.g. by a run cut off by its time limit) would answer the readiness
         # check and the benchmark in place of this one, while this one fails to bind or load.
         if not port_freed(self.port, within=PORT_WAIT_S):
-            raise RuntimeError(f"port {self.port} is still served by another process {PORT_WAIT_S} s on (a server "
-                               f"left from an earlier run?); not starting {self.variant}/{self.build}")
+            raise RuntimeError(
+                f"port {self.port} is still served by another process {PORT_WAIT_S} s on (a server "
+                f"left from an earlier run?); not starting {self.variant}/{self.build}"
+            )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "w")
-        # the log names what it is a log of: the build, the extra environment (opt-in switches), the flags
+        # the log names what it is a log of: the build, the extra environment (opt-in switches), the
+        # flags
         log.write(describe(self.build, self.env, self.command()) + "\n")
         log.flush()
         started = time.monotonic()
         exit_on_sigterm()
-        self.process = subprocess.Popen(in_build(self.build, self.command(), harness=True), stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True, cwd=REPO, env={**os.environ, **self.env})
+        self.process = subprocess.Popen(
+            in_build(self.build, self.command(), harness=True),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=REPO,
+            env={**os.environ, **self.env},
+        )
         try:
             ready = wait_ready(self.url, timeout, alive=lambda: self.process.poll() is None)
         except BaseException:  # SIGTERM or Ctrl-C while it starts: `with` has not entered yet
@@ -182,10 +243,14 @@ class Server:
             self.ready_s = time.monotonic() - started
             return self
         if self.process.poll() is not None:
-            raise RuntimeError(f"{self.variant}/{self.build} server exited ({self.process.returncode}); "
-                               f"log: {self.log_path}\n{self.tail()}")
+            raise RuntimeError(
+                f"{self.variant}/{self.build} server exited ({self.process.returncode}); "
+                f"log: {self.log_path}\n{self.tail()}"
+            )
         self.stop()
-        raise RuntimeError(f"{self.variant}/{self.build} server not ready after {timeout} s\n{self.tail()}")
+        raise RuntimeError(
+            f"{self.variant}/{self.build} server not ready after {timeout} s\n{self.tail()}"
+        )
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
@@ -197,13 +262,18 @@ class Server:
                 self.process.wait()
 
     def death(self) -> str | None:
-        """None while the server runs; once it has exited, the last error its log names (sglang's scheduler
-        kills the whole server on an exception, e.g. its idle check finding leaked KV slots)."""
+        """None while the server runs; once it has exited, the last error its log names (sglang's
+        scheduler kills the whole server on an exception, e.g. its idle check finding leaked KV
+        slots)."""
         if self.process is None or self.process.poll() is None:
             return None
-        lines = self.log_path.read_text(errors="replace").splitlines() if self.log_path.exists() else []
+        lines = (
+            self.log_path.read_text(errors="replace").splitlines() if self.log_path.exists() else []
+        )
         errors = [line.strip() for line in lines if ERROR_LINE.match(line)]
-        return errors[-1] if errors else f"exited ({self.process.returncode}) with no error in its log"
+        return (
+            errors[-1] if errors else f"exited ({self.process.returncode}) with no error in its log"
+        )
 
     def death_once_idle(self) -> str | None:
         """death() after IDLE_CHECK_S seconds without requests."""
@@ -211,7 +281,11 @@ class Server:
         return self.death()
 
     def tail(self, lines: int = 30) -> str:
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:]) if self.log_path.exists() else ""
+        return (
+            "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+            if self.log_path.exists()
+            else ""
+        )
 
     def __enter__(self) -> "Server":
         return self.start()

@@ -1,11 +1,12 @@
-"""Every GPU stage, gates and experiments alike: what it runs (its function's docstring), its time limit
-and its arguments, and the expansion of one stage's command-line word into its steps.
+"""Every GPU stage, gates and experiments alike: what it runs (its function's docstring), its time
+limit and its arguments, and the expansion of one stage's command-line word into its steps.
 
     STAGE[:CHOICE,...][:KEY=VALUE]...
 
-CHOICE picks the stage's variants (or, where it says so, its setups, sides or cases); each KEY=VALUE sets
-one of its arguments (a VALUE may hold spaces, commas and '='), e.g. `fuzz:e4b:requests=1000:seed=7`,
-`ab:31b:workloads=chat batch1`. Every stage also takes timeout=SECONDS."""
+CHOICE picks the stage's variants (or, where it says so, its setups, sides or cases); each KEY=VALUE
+sets one of its arguments (a VALUE may hold spaces, commas and '='), e.g.
+`fuzz:e4b:requests=1000:seed=7`, `ab:31b:workloads=chat batch1`. Every stage also takes
+timeout=SECONDS."""
 
 import os
 import re
@@ -58,54 +59,120 @@ STAGES = {
     "fuzz": Stage(g.fuzz, fuzzing("600", "FUZZ_REQUESTS"), gate=True),
     "fuzz-routes": Stage(g.fuzz_routes, fuzzing("1000", "FUZZ_ROUTE_REQUESTS"), gate=True),
     "sampling-fuzz": Stage(g.sampling_fuzz, fuzzing("400", "SAMPLING_FUZZ_REQUESTS"), gate=True),
-    "gpu-tests": Stage(g.gpu_tests, {"tests": Arg("test/patches test/gpu/kernels/test_cuda_timing.py", "GPU_TESTS")},
-                       gate=True),
+    "gpu-tests": Stage(
+        g.gpu_tests,
+        {"tests": Arg("test/patches test/gpu/kernels/test_cuda_timing.py", "GPU_TESTS")},
+        gate=True,
+    ),
     "serve": Stage(g.serve, gate=True),
-    "parity": Stage(g.parity, {"builds": Arg(BUILDS, "PARITY_BUILDS"), "flags": Arg(env="PARITY_FLAGS"),
-                               "patched-env": PATCHED_ENV}, gate=True),
+    "parity": Stage(
+        g.parity,
+        {
+            "builds": Arg(BUILDS, "PARITY_BUILDS"),
+            "flags": Arg(env="PARITY_FLAGS"),
+            "patched-env": PATCHED_ENV,
+        },
+        gate=True,
+    ),
     "repro": Stage(g.repro, gate=True),
-    "ab": Stage(g.ab, {"workloads": Arg("chat batch1", "AB_WORKLOADS"),
-                       "flags": Arg(" ".join(presets.BENCH_GRAPHS), "AB_FLAGS"), "patched-env": PATCHED_ENV},
-                gate=True),
+    "ab": Stage(
+        g.ab,
+        {
+            "workloads": Arg("chat batch1", "AB_WORKLOADS"),
+            "flags": Arg(" ".join(presets.BENCH_GRAPHS), "AB_FLAGS"),
+            "patched-env": PATCHED_ENV,
+        },
+        gate=True,
+    ),
     # the experiments
     "mtp": Stage(e.mtp),
     "routing": Stage(e.routing),
-    "kernels": Stage(e.kernels, {"off": Arg(e.KERNELS_OFF, "KERNELS_OFF"),
-                                 "flags": Arg(" ".join(presets.DECODE_GRAPHS), "KERNEL_FLAGS"),
-                                 **workloads("KERNEL_WORKLOADS")}),
-    "profile": Stage(e.profile, {"batch-sizes": Arg(env="PROFILE_BATCH_SIZES"), "builds": Arg(BUILDS, "PROFILE_BUILDS"),
-                                 "env": Arg(env="PROFILE_ENV")}),
-    "step-trace": Stage(e.step_trace, {"setups": Arg(env="TRACE_SETUPS"), "streams": Arg("1", "TRACE_STREAMS"),
-                                       "prompt-len": Arg("128", "TRACE_PROMPT_LEN")}),
+    "kernels": Stage(
+        e.kernels,
+        {
+            "off": Arg(e.KERNELS_OFF, "KERNELS_OFF"),
+            "flags": Arg(" ".join(presets.DECODE_GRAPHS), "KERNEL_FLAGS"),
+            **workloads("KERNEL_WORKLOADS"),
+        },
+    ),
+    "profile": Stage(
+        e.profile,
+        {
+            "batch-sizes": Arg(env="PROFILE_BATCH_SIZES"),
+            "builds": Arg(BUILDS, "PROFILE_BUILDS"),
+            "env": Arg(env="PROFILE_ENV"),
+        },
+    ),
+    "step-trace": Stage(
+        e.step_trace,
+        {
+            "setups": Arg(env="TRACE_SETUPS"),
+            "streams": Arg("1", "TRACE_STREAMS"),
+            "prompt-len": Arg("128", "TRACE_PROMPT_LEN"),
+        },
+    ),
     "memory": Stage(e.memory),
     "tp2-parity": Stage(e.tp2_parity),
     "tp2-ab": Stage(e.tp2_ab, workloads("TP2_WORKLOADS")),
-    "mtp-fill": Stage(e.mtp_fill, {"sides": Arg("off on", "MTP_SETUPS"), "env": Arg(env="MTP_ENV"),
-                                   **workloads("MTP_WORKLOADS")}),
-    "mtp-ab": Stage(e.mtp_ab, {"sides": Arg("off on", "MTP_SETUPS"), "env": Arg(env="MTP_ENV"),
-                               "flags": Arg(" ".join(presets.BENCH_GRAPHS), "MTP_FLAGS"), **workloads("MTP_WORKLOADS")}),
+    "mtp-fill": Stage(
+        e.mtp_fill,
+        {
+            "sides": Arg("off on", "MTP_SETUPS"),
+            "env": Arg(env="MTP_ENV"),
+            **workloads("MTP_WORKLOADS"),
+        },
+    ),
+    "mtp-ab": Stage(
+        e.mtp_ab,
+        {
+            "sides": Arg("off on", "MTP_SETUPS"),
+            "env": Arg(env="MTP_ENV"),
+            "flags": Arg(" ".join(presets.BENCH_GRAPHS), "MTP_FLAGS"),
+            **workloads("MTP_WORKLOADS"),
+        },
+    ),
     "mtp-greedy": Stage(e.mtp_greedy, {"env": Arg(env="MTP_GREEDY_ENV")}),
-    "spec-step": Stage(e.spec_step, {"builds": Arg(BUILDS, "SPEC_BUILDS"), "batch-sizes": Arg("1 4 16 32", "SPEC_BATCH_SIZES"),
-                                     "prompt-len": Arg("128", "SPEC_PROMPT_LEN"), "env": Arg(env="SPEC_ENV"),
-                                     "label": Arg(env="SPEC_LABEL")}),
+    "spec-step": Stage(
+        e.spec_step,
+        {
+            "builds": Arg(BUILDS, "SPEC_BUILDS"),
+            "batch-sizes": Arg("1 4 16 32", "SPEC_BATCH_SIZES"),
+            "prompt-len": Arg("128", "SPEC_PROMPT_LEN"),
+            "env": Arg(env="SPEC_ENV"),
+            "label": Arg(env="SPEC_LABEL"),
+        },
+    ),
     "openai-suite": Stage(e.openai_suite),
     "openai-suite-images": Stage(e.openai_suite_images),
     "structured-cost": Stage(e.structured_cost, workloads("STRUCTURED_WORKLOADS")),
     "structured-throughput": Stage(e.structured_throughput),
     "yoco": Stage(e.yoco, workloads("YOCO_WORKLOADS")),
     "moe-tune": Stage(e.moe_tune, {"tuner": Arg(env="MOE_TUNE_ARGS")}),
-    "coldstart": Stage(e.coldstart, {"starts": Arg("cold-no-prebuild cold warm", "COLDSTART_STARTS"),
-                                     "flags": Arg(env="COLDSTART_FLAGS")}),
+    "coldstart": Stage(
+        e.coldstart,
+        {
+            "starts": Arg("cold-no-prebuild cold warm", "COLDSTART_STARTS"),
+            "flags": Arg(env="COLDSTART_FLAGS"),
+        },
+    ),
     "tiles": Stage(e.tiles, {"cases": Arg(env="TILE_CASES")}),
     "decode-tiles": Stage(e.decode_tiles),
     "verify-attention": Stage(e.verify_attention),
     "gqa-pack": Stage(e.gqa_pack, {"prefixes": Arg(env="GQA_PACK_PREFIXES")}),
-    "opt-in-ab": Stage(e.opt_in_ab, {"switches": Arg(env="OPT_IN"), **workloads("OPT_IN_WORKLOADS")}),
+    "opt-in-ab": Stage(
+        e.opt_in_ab, {"switches": Arg(env="OPT_IN"), **workloads("OPT_IN_WORKLOADS")}
+    ),
     "tiles-ab": Stage(e.tiles_ab, workloads("TILES_AB_WORKLOADS")),
     "mm-ab": Stage(e.mm_ab, workloads("MM_WORKLOADS")),
     "swa": Stage(e.swa, workloads("SWA_WORKLOADS")),
-    "kv-capacity": Stage(e.kv_capacity, {"memory-variants": Arg("31b e4b", "KV_MEMORY_VARIANTS"),
-                                         "vllm-log": Arg(env="VLLM_LOG"), **workloads("KV_WORKLOADS")}),
+    "kv-capacity": Stage(
+        e.kv_capacity,
+        {
+            "memory-variants": Arg("31b e4b", "KV_MEMORY_VARIANTS"),
+            "vllm-log": Arg(env="VLLM_LOG"),
+            **workloads("KV_WORKLOADS"),
+        },
+    ),
     "long": Stage(e.long_context, workloads("LONG_WORKLOADS")),
     "prefill-profile": Stage(e.prefill_profile),
     "baseline": Stage(e.baseline),
@@ -123,11 +190,17 @@ class Expanded:
 
 def refuse_old_knobs() -> None:
     """An environment knob the table replaced is an error, not silently ignored."""
-    set_ = [(name, key, arg.env) for name, stage in STAGES.items() for key, arg in stage.args.items()
-            if arg.env and os.environ.get(arg.env)]
+    set_ = [
+        (name, key, arg.env)
+        for name, stage in STAGES.items()
+        for key, arg in stage.args.items()
+        if arg.env and os.environ.get(arg.env)
+    ]
     if set_:
-        raise SystemExit("run: environment knobs are stage arguments now: "
-                         + "; ".join(f"{env} -> {name}:{key}=..." for name, key, env in set_))
+        raise SystemExit(
+            "run: environment knobs are stage arguments now: "
+            + "; ".join(f"{env} -> {name}:{key}=..." for name, key, env in set_)
+        )
 
 
 def expand(word: str, out: Path) -> Expanded:
@@ -147,7 +220,9 @@ def expand(word: str, out: Path) -> Expanded:
         elif keyed[1] in args:
             args[keyed[1]] = keyed[2]
         else:
-            raise SystemExit(f"run: {name}: unknown argument {keyed[1]} (one of {', '.join([*args, 'timeout'])})")
+            raise SystemExit(
+                f"run: {name}: unknown argument {keyed[1]} (one of {', '.join([*args, 'timeout'])})"
+            )
     try:
         return Expanded(name, word, stage.steps(choice, args, out), timeout_s)
     except ValueError as error:  # e.g. MTP asked of a variant without a draft

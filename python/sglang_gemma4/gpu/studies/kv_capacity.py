@@ -1,7 +1,8 @@
 """Where a server's GPU memory goes, and how many full-attention tokens long requests get, read
 from its start-up log: sglang (0.5.12's and 0.5.17's wording) and vLLM (v1 engine).
 
-    python -m sglang_gemma4.gpu.studies.kv_capacity LOG [LOG ...] [--variant 26b-a4b] [--context 32768]
+    python -m sglang_gemma4.gpu.studies.kv_capacity LOG [LOG ...] [--variant 26b-a4b]
+        [--context 32768]
         [--gpu-total-gib 79.19 | --gpu-txt OUT/gpu.txt] [--json]
 
 A LOG may be a glob pattern, expanded when the report runs (the runner's kv-capacity experiment
@@ -12,8 +13,8 @@ Per log, in GiB: the memory the fraction grants (sglang: --mem-fraction-static x
 before the weights load; vLLM: --gpu-memory-utilization x the GPU's total, given by
 --gpu-total-gib or --gpu-txt), the weights, each KV pool (tokens, GiB, bytes per token over all
 its layers), other static buffers, CUDA graphs, what is left for activations, and the gap between
-the grant and what the server holds.  Then the KV capacity seen by requests of --context tokens: how many
-fit at once and the full-attention tokens they hold together.  An sglang request needs its
+the grant and what the server holds.  Then the KV capacity seen by requests of --context tokens: how
+many fit at once and the full-attention tokens they hold together.  An sglang request needs its
 context in the full-attention pool and one sliding window plus a page in the SWA pool, what its
 scheduler reserves (the window of the variant whose checkpoint the log's model path names, else
 --variant's); vLLM logs its own concurrency at its context length.
@@ -41,14 +42,20 @@ SGLANG = {
     "mem_fraction_static": r"mem_fraction_static=([\d.]+)",
     "page_size": r"page_size=(\d+)",
 }
-# "[Full |SWA ]KV Cache is allocated. [dtype: ..., ]#tokens: N, K size: a GB, V size: b GB" (or "KV size")
-KV_ALLOCATED = re.compile(r"KV Cache is allocated\. (?:dtype: [\w.]+, )?#tokens: (\d+), "
-                          r"(?:K size: ([\d.]+) GB, V size: ([\d.]+) GB|KV size: ([\d.]+) GB)")
-# decode, prefill and draft captures; 0.5.12: "Capture cuda graph end. Time elapsed: ... mem usage=X GB."
+# "[Full |SWA ]KV Cache is allocated. [dtype: ..., ]#tokens: N, K size: a GB, V size: b GB" (or "KV
+# size")
+KV_ALLOCATED = re.compile(
+    r"KV Cache is allocated\. (?:dtype: [\w.]+, )?#tokens: (\d+), "
+    r"(?:K size: ([\d.]+) GB, V size: ([\d.]+) GB|KV size: ([\d.]+) GB)"
+)
+# decode, prefill and draft captures; 0.5.12: "Capture cuda graph end. Time elapsed: ... mem usage=X
+# GB."
 GRAPH_END = re.compile(r"Capture [\w ]*?(?:CUDA|cuda) graph end\..*?mem usage=([\d.]+) GB")
 POOLS = re.compile(r"full_layer_tokens=(\d+), swa_layer_tokens=(\d+)")
-POST_CAPTURE_KV = re.compile(r"Post-capture KV sizing: KV cache allocated\..*?KV size: ([\d.]+) GB, "
-                             r"avail mem=([\d.]+) GB")
+POST_CAPTURE_KV = re.compile(
+    r"Post-capture KV sizing: KV cache allocated\..*?KV size: ([\d.]+) GB, "
+    r"avail mem=([\d.]+) GB"
+)
 VLLM = {
     "weights_gib": r"Model loading took ([\d.]+) GiB",
     "kv_total_gib": r"Available KV cache memory: (-?[\d.]+) GiB",
@@ -56,7 +63,7 @@ VLLM = {
     "graphs_gib": r"Graph capturing finished in [\d.]+ secs?, took (-?[\d.]+) GiB",
     "kv_tokens": rf"GPU KV cache size: {NUMBER} tokens",
     "context_len": rf"Maximum concurrency for {NUMBER} tokens per request",
-    "max_concurrency": rf"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x",
+    "max_concurrency": r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x",
     "gpu_memory_utilization": r"gpu[_-]memory[_-]utilization['\"]?\s*[=:]\s*([\d.]+)",
 }
 
@@ -81,18 +88,25 @@ def is_vllm(text: str) -> bool:
 def parse_sglang(text: str) -> dict:
     found = {key: _first(pattern, text) for key, pattern in SGLANG.items()}
     pools = _last(POOLS, text)
-    found["full_tokens"], found["swa_tokens"] = (int(pools[0]), int(pools[1])) if pools else (None, None)
+    found["full_tokens"], found["swa_tokens"] = (
+        (int(pools[0]), int(pools[1])) if pools else (None, None)
+    )
     # each pool's allocation line, told apart by its token count (0.5.12's lines carry no label)
     sizes = {}
     for tokens, k, v, kv in KV_ALLOCATED.findall(text):
         sizes[int(tokens)] = float(kv) if kv else float(k) + float(v)
     found["full_gib"] = sizes.get(found["full_tokens"])
-    found["swa_gib"] = sizes.get(found["swa_tokens"]) if found["swa_tokens"] != found["full_tokens"] else None
+    found["swa_gib"] = (
+        sizes.get(found["swa_tokens"]) if found["swa_tokens"] != found["full_tokens"] else None
+    )
     if found["kv_total_gib"] is None and found["full_gib"] is not None:
         found["kv_total_gib"] = found["full_gib"] + (found["swa_gib"] or 0.0)
     post_capture = _last(POST_CAPTURE_KV, text)
     if post_capture:  # the pools were resized after graph capture: that is what the server holds
-        found["kv_total_gib"], found["free_after_start_gib"] = float(post_capture[0]), float(post_capture[1])
+        found["kv_total_gib"], found["free_after_start_gib"] = (
+            float(post_capture[0]),
+            float(post_capture[1]),
+        )
         found["full_gib"] = found["swa_gib"] = None
     graphs = GRAPH_END.findall(text)
     found["graphs_gib"] = sum(map(float, graphs)) if graphs else None
@@ -135,7 +149,9 @@ def sglang_rows(found: dict, context: int, window: int) -> dict:
         "left for activations (GiB)": found["free_after_start_gib"],
         "gap: granted less held (GiB)": _diff(granted, held),
         f"{context}-token requests at once": at_once,
-        f"full-attention tokens they hold": None if at_once is None else min(full, at_once * context),
+        "full-attention tokens they hold": None
+        if at_once is None
+        else min(full, at_once * context),
     }
 
 
@@ -149,10 +165,11 @@ def vllm_rows(found: dict, context: int, gpu_total_gib: float | None) -> dict:
         "KV cache (tokens, vLLM's count)": found["kv_tokens"],
         "KV cache (GiB)": found["kv_total_gib"],
         "CUDA graphs (GiB)": found["graphs_gib"],
-        "left for activations (GiB)": _diff(granted, found["weights_gib"], found["kv_total_gib"],
-                                            found["graphs_gib"] or 0.0),
+        "left for activations (GiB)": _diff(
+            granted, found["weights_gib"], found["kv_total_gib"], found["graphs_gib"] or 0.0
+        ),
         f"{context}-token requests at once": at_once,
-        f"full-attention tokens they hold": None if at_once is None else at_once * context,
+        "full-attention tokens they hold": None if at_once is None else at_once * context,
     }
 
 
@@ -173,7 +190,9 @@ def sglang_window(variant: str) -> int:
     return VARIANTS[variant]["sliding_window"] - 1
 
 
-def report(logs: list[Path], context: int, variant: str, gpu_total_gib: float | None) -> dict[str, dict]:
+def report(
+    logs: list[Path], context: int, variant: str, gpu_total_gib: float | None
+) -> dict[str, dict]:
     """Per log (by file name, with its folder's where two share one): its rows; `variant` for an
     sglang log whose model path names none."""
     names = [log.name for log in logs]
@@ -181,8 +200,13 @@ def report(logs: list[Path], context: int, variant: str, gpu_total_gib: float | 
     for log in logs:
         text = log.read_text(errors="replace")
         name = log.name if names.count(log.name) == 1 else f"{log.parent.name}/{log.name}"
-        table[name] = (vllm_rows(parse_vllm(text), context, gpu_total_gib) if is_vllm(text) else
-                           sglang_rows(parse_sglang(text), context, sglang_window(served_variant(text, variant))))
+        table[name] = (
+            vllm_rows(parse_vllm(text), context, gpu_total_gib)
+            if is_vllm(text)
+            else sglang_rows(
+                parse_sglang(text), context, sglang_window(served_variant(text, variant))
+            )
+        )
     return table
 
 
@@ -198,7 +222,9 @@ def markdown(table: dict[str, dict]) -> str:
     names = list(table)
     metrics = list(dict.fromkeys(m for rows in table.values() for m in rows))
     lines = ["| | " + " | ".join(f"`{n}`" for n in names) + " |", "|---|" + "---|" * len(names)]
-    lines += [f"| {m} | " + " | ".join(_cell(table[n].get(m)) for n in names) + " |" for m in metrics]
+    lines += [
+        f"| {m} | " + " | ".join(_cell(table[n].get(m)) for n in names) + " |" for m in metrics
+    ]
     return "\n".join(lines)
 
 
@@ -221,28 +247,55 @@ def gpu_total_gib(gpu_txt: Path) -> float | None:
     try:
         line = gpu_txt.read_text().splitlines()[0]
     except (OSError, IndexError):
-        print(f"kv_capacity: no GPU line in {gpu_txt}: vLLM's granted memory left blank", file=sys.stderr)
+        print(
+            f"kv_capacity: no GPU line in {gpu_txt}: vLLM's granted memory left blank",
+            file=sys.stderr,
+        )
         return None
     match = re.match(r"[^,]+,\s*(\d+)\s*MiB", line)
     if not match:
-        raise SystemExit(f"kv_capacity: {gpu_txt}: not nvidia-smi's 'name, memory.total [MiB], ...' line: {line!r}")
+        raise SystemExit(
+            (
+                f"kv_capacity: {gpu_txt}: not nvidia-smi's 'name, memory.total [MiB], ...' "
+                f"line: {line!r}"
+            )
+        )
     return int(match.group(1)) / 1024
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kv_capacity", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("logs", nargs="+", metavar="LOG", help="server logs (sglang or vLLM, told apart by content) "
-                   "or glob patterns of them")
-    p.add_argument("--variant", default="26b-a4b", choices=sorted(VARIANTS),
-                   help="the shape served by an sglang log whose model path names none, for its sliding "
-                        "window (default 26b-a4b)")
-    p.add_argument("--context", type=int, default=32768, help="the long requests' length (default 32768)")
+    p = argparse.ArgumentParser(
+        prog="kv_capacity",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "logs",
+        nargs="+",
+        metavar="LOG",
+        help="server logs (sglang or vLLM, told apart by content) or glob patterns of them",
+    )
+    p.add_argument(
+        "--variant",
+        default="26b-a4b",
+        choices=sorted(VARIANTS),
+        help="the shape served by an sglang log whose model path names none, for its sliding "
+        "window (default 26b-a4b)",
+    )
+    p.add_argument(
+        "--context", type=int, default=32768, help="the long requests' length (default 32768)"
+    )
     gpu = p.add_mutually_exclusive_group()
-    gpu.add_argument("--gpu-total-gib", type=float,
-                     help="the GPU's memory (nvidia-smi's memory.total / 1024): vLLM's fraction is of it")
-    gpu.add_argument("--gpu-txt", type=Path, help="the same, read from the nvidia-smi line check.sh writes "
-                     "(OUT/gpu.txt)")
+    gpu.add_argument(
+        "--gpu-total-gib",
+        type=float,
+        help="the GPU's memory (nvidia-smi's memory.total / 1024): vLLM's fraction is of it",
+    )
+    gpu.add_argument(
+        "--gpu-txt",
+        type=Path,
+        help="the same, read from the nvidia-smi line check.sh writes (OUT/gpu.txt)",
+    )
     p.add_argument("--json", action="store_true", help="the rows as JSON instead of a table")
     return p
 
