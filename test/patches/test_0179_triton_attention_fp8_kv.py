@@ -318,6 +318,70 @@ def test_the_backend_sends_an_fp8_cache_verify_to_the_grouped_kernel(monkeypatch
     assert not applies(torch.float16)  # a cache of another 16-bit type stays on the extend kernel
 
 
+@pytest.mark.parametrize("scales", [None, (0.5, 2.0)])
+def test_a_kv_shared_layer_extends_over_its_fp8_rows_dequantised(monkeypatch, scales):
+    """E2B/E4B's KV-shared layers store no K/V: their extend reads this chunk's rows back from the
+    cache, which the extend kernel's own-token stage takes in q's dtype (on an H100, FP8 rows there
+    failed to compile: "Unsupported rhs dtype fp8e4nv")."""
+    from sglang.srt.layers.attention import triton_backend as tb
+    from sglang.srt.layers.radix_attention import AttentionType
+
+    g = gen(7)
+    heads, dim, rows = 4, 64, 10
+    k_cache, v_cache = cache(g, rows, 1, dim), cache(g, rows, 1, dim)
+    chunk = torch.tensor([7, 2, 9], device=DEVICE)
+    k_scale, v_scale = scales or (None, None)
+    layer = SimpleNamespace(
+        layer_id=0,
+        k_scale=None if scales is None else torch.tensor(k_scale),
+        v_scale=None if scales is None else torch.tensor(v_scale),
+        k_scale_float=k_scale,
+        v_scale_float=v_scale,
+        tp_q_head_num=heads,
+        qk_head_dim=dim,
+        v_head_dim=dim,
+        logit_capping_method="tanh",
+        logit_cap=0.0,
+        is_cross_attention=False,
+        attn_type=AttentionType.DECODER,
+        sliding_window_size=-1,
+        scaling=dim**-0.5,
+        xai_temperature_len=-1,
+    )
+    seen = {}
+    backend = SimpleNamespace(
+        token_to_kv_pool=SimpleNamespace(
+            get_kv_buffer=lambda layer_id: (k_cache, v_cache),
+            get_key_buffer=lambda layer_id: k_cache,
+            get_value_buffer=lambda layer_id: v_cache,
+        ),
+        _translate_kv_loc=None,
+        dcp_size=1,
+        enable_deterministic=False,
+        use_verify_splitkv=False,
+        allow_bidirectional_attention_in_extend=False,
+        page_size=1,
+        forward_metadata=SimpleNamespace(
+            **dict.fromkeys(
+                ["kv_indptr", "kv_indices", "qo_indptr", "custom_mask", "mask_indptr"], None
+            ),
+            max_extend_len=3,
+        ),
+        _grouped_verify_applies=lambda *args: False,
+        extend_attention_fwd=lambda q, k, v, *rest, **kw: seen.update(k=k, v=v),
+    )
+    batch = SimpleNamespace(out_cache_loc=chunk, _attn_output=None)
+    q = torch.zeros(3, heads * dim, dtype=torch.bfloat16, device=DEVICE)
+    tb.TritonAttnBackend.forward_extend(backend, q, None, None, layer, batch, save_kv_cache=False)
+
+    assert seen["k"].dtype == seen["v"].dtype == torch.bfloat16
+    stored_k, stored_v = k_cache[chunk].float(), v_cache[chunk].float()
+    if scales:
+        stored_k, stored_v = stored_k * k_scale, stored_v * v_scale
+    torch.testing.assert_close(seen["k"].float(), stored_k, rtol=0, atol=0)
+    torch.testing.assert_close(seen["v"].float(), stored_v, rtol=0, atol=0)
+
+
 # -- the unified hybrid-SWA pool
 # ----------------------------------------------------------------------
 

@@ -27,6 +27,18 @@ def test_experiment_runs_the_bench_on_the_patched_build(tmp_path):
     (step,) = expand("gqa-pack:prefixes=0 4096", tmp_path).steps
     assert step.argv[-3:] == ("--prefixes", "0", "4096")
     bench.parser().parse_args(list(step.argv[3:]))
+    (step,) = expand("gqa-pack:tiles=m32n64w8s2 m64n64w8s1:models=26B-A4B:kv=bf16", tmp_path).steps
+    assert step.argv[5:] == (
+        "--tiles",
+        "m32n64w8s2",
+        "m64n64w8s1",
+        "--models",
+        "26B-A4B",
+        "--kv-dtypes",
+        "bf16",
+    )
+    args = bench.parser().parse_args(list(step.argv[3:]))
+    assert args.tiles == ["m32n64w8s2", "m64n64w8s1"] and args.kv_dtypes == ["bf16"]
 
 
 def test_defaults_cover_both_models_all_prefixes_dtypes_and_tiles():

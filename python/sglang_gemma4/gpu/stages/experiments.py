@@ -513,15 +513,22 @@ def verify_attention(choice, args, out):
 
 def gqa_pack(choice, args, out):
     """patch 0105: extend attention on 26B-A4B's and 31B's full layers, the old kernel vs the packed
-    one with each tile of its table: an 8,192-token chunk after prefixes of 0-120K (prefixes=), bf16
-    and fp8 KV, ms per call and the packed output vs the old one (patched build)"""
-    prefixes = ["--prefixes", *args["prefixes"].split()] if args["prefixes"] else []
+    one with each tile of its table (tiles= picks some): an 8,192-token chunk after prefixes of
+    0-120K (prefixes=), bf16 and fp8 KV (kv=), both models (models=), ms per call and the packed
+    output vs the old one (patched build)"""
+    options = {
+        "prefixes": "--prefixes",
+        "tiles": "--tiles",
+        "models": "--models",
+        "kv": "--kv-dtypes",
+    }
+    picked = [w for key, flag in options.items() if args[key] for w in (flag, *args[key].split())]
     return [
         harness(
             "kernels.bench_extend_attention_gqa_pack",
             "--out",
             str(out / "gqa-pack"),
-            *prefixes,
+            *picked,
             build="patched",
         )
     ]

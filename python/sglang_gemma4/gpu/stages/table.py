@@ -158,7 +158,10 @@ STAGES = {
     "tiles": Stage(e.tiles, {"cases": Arg(env="TILE_CASES")}),
     "decode-tiles": Stage(e.decode_tiles),
     "verify-attention": Stage(e.verify_attention),
-    "gqa-pack": Stage(e.gqa_pack, {"prefixes": Arg(env="GQA_PACK_PREFIXES")}),
+    "gqa-pack": Stage(
+        e.gqa_pack,
+        {"prefixes": Arg(env="GQA_PACK_PREFIXES"), "tiles": Arg(), "models": Arg(), "kv": Arg()},
+    ),
     "opt-in-ab": Stage(
         e.opt_in_ab, {"switches": Arg(env="OPT_IN"), **workloads("OPT_IN_WORKLOADS")}
     ),
