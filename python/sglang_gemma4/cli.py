@@ -308,7 +308,9 @@ def cmd_port_build(stack: Stack, args) -> int:
 
 
 def cmd_verify_tests(stack: Stack, args) -> int:
-    ok = verify.verify_tests(stack.layout.root, stack.work, stack.series.patches(), args.python)
+    ok = verify.verify_tests(
+        stack.layout.root, stack.work, stack.series.patches(), args.python, jobs=args.jobs
+    )
     return 0 if ok else 1
 
 
@@ -515,6 +517,11 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify-tests", help="each patch's tests fail without it and pass with it")
     v.add_argument(
         "--python", default=sys.executable, help="interpreter with the test requirements"
+    )
+    v.add_argument(
+        "--jobs",
+        type=int,
+        help="test runs at once, each in its own git worktree (default: one per core)",
     )
     v.set_defaults(run=cmd_verify_tests)
     bn = sub.add_parser(

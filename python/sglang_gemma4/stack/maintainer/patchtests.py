@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sglang_gemma4.stack.maintainer.lint import listed_paths
-from sglang_gemma4.stack.maintainer.verify import TREE_ENV
 from sglang_gemma4.stack.patchfile import PatchFile
+
+TREE_ENV = "SGLANG_GEMMA4_TREE"  # test/conftest.py imports sglang from $SGLANG_GEMMA4_TREE/python
 
 PASSED, FAILED, COULD_NOT_RUN, NO_TESTS, NOT_RUN = (
     "passed",

@@ -23,8 +23,10 @@ older than the main series and that it agrees with docs/drift/<name>-<release>.j
 
 import ast
 import json
+import os
 import shutil
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -311,21 +313,27 @@ def run_tests(
     results: list[PatchResult],
     python: str,
     log=print,
+    jobs: int | None = None,
 ) -> None:
-    for patch, result in zip(patches, results):
-        if result.applies != "exactly":
-            continue
+    """Each ported patch's CPU tests against the port's whole tree, `jobs` patches at once
+    (default: one per core; the tree is only read)."""
+
+    def run(patch: PatchFile, result: PatchResult) -> None:
         tests = port_tests(root, port, patch)
-        log(f"port-check: {patch.name}: CPU tests ({', '.join(tests)}) ...")
         run = patchtests.run_patch_tests(root, tree, patch, python, tests=tests)
         result.test_files = tests
         result.tests, result.passed, result.failed = run.verdict, run.passed, run.failed
         result.errors, result.skipped, result.first_error = run.errors, run.skipped, run.first_error
         result.gpu_unverified = gpu_tests(root, tests)
         log(
-            f"port-check: {patch.name}: {run.summary()}; {len(result.gpu_unverified)} GPU-marked "
-            "tests unverified"
+            f"port-check: {patch.name} ({', '.join(tests)}): {run.summary()}; "
+            f"{len(result.gpu_unverified)} GPU-marked tests unverified"
         )
+
+    applied = [(p, r) for p, r in zip(patches, results) if r.applies == "exactly"]
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        for future in [pool.submit(run, patch, result) for patch, result in applied]:
+            future.result()
 
 
 def results_data(results: list[PatchResult], env_notes: list[str]) -> dict:
