@@ -11,6 +11,8 @@ VENV := .venv
 TOOLS := $(VENV)/bin/sglang-gemma4
 TEST_VENV := .venv-test
 TEST_PY := $(TEST_VENV)/bin/python
+# make test's pytest-xdist workers (TEST_JOBS=0: one process)
+TEST_JOBS ?= $(shell nproc)
 APPLY_FLAGS := $(if $(FORCE),--force,)
 
 .DEFAULT_GOAL := all
@@ -135,7 +137,7 @@ serve:  ## GPU host: make a small random-weight E2B-shaped checkpoint once, serv
 	scripts/launch_gemma4.sh e2b --model $(SERVE_MODEL) $(SERVE_FLAGS)
 
 test: quilt $(TEST_VENV)/.stamp apply lint  ### lint, series and apply checks, tool tests, each patch's CPU tests
-	$(TEST_PY) -m pytest
+	$(TEST_PY) -m pytest -n $(TEST_JOBS) --dist worksteal
 
 shellcheck:  ### check every shell script of the repository (CI runs it)
 	git ls-files -z '*.sh' .ci/run | xargs -0 shellcheck

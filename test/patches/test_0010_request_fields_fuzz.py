@@ -13,11 +13,12 @@ import msgspec
 import pytest
 import torch
 from request_pipeline import VOCAB, front_end
+from session_seed import session_seed
 
 from sglang_gemma4.gpu.checks.fuzz import request
 
 FIXED_SEED = 20261124
-RANDOM_SEED = random.SystemRandom().randrange(2**32)  # in the test id: a failure names it
+RANDOM_SEED = session_seed()  # in the test id: a failure names it
 # Names under which an error may name a field the client sent (the OpenAI routes rename some).
 SYNONYMS = {
     "max_tokens": ["max_new_tokens", "max_completion_tokens"],

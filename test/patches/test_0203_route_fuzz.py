@@ -13,6 +13,7 @@ import time
 import pytest
 from http_app import ADMIN_KEY, http_app
 from request_pipeline import VOCAB, front_end
+from session_seed import session_seed
 from test_0010_request_fields_fuzz import within_kernel_limits
 
 from sglang_gemma4.gpu.checks import routes
@@ -20,7 +21,7 @@ from sglang_gemma4.gpu.checks.fuzz import route_case
 
 HEALTH_CHECKS = {"/health", "/health_generate"}
 FIXED_SEED = 20261127
-RANDOM_SEED = random.SystemRandom().randrange(2**32)  # in the test id: a failure names it
+RANDOM_SEED = session_seed()  # in the test id: a failure names it
 
 
 def fuzz(seed: int, count: int) -> tuple[list[str], dict]:
