@@ -15,12 +15,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from kernel_inputs import DEVICE, relative_difference, spy_on_hopper
+from kernel_inputs import DEVICE, attention_layer, relative_difference, spy_on_hopper
 
 from sglang.kernels.ops.attention import verify_grouped_attention as vg
 from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
 from sglang.srt.layers.attention import triton_backend
-from sglang.srt.layers.radix_attention import AttentionType
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
 SWITCH = "SGLANG_OPT_GROUPED_VERIFY_ATTENTION"
@@ -335,22 +334,7 @@ def eager_metadata(backend, step):
 
 
 def layer(window, **changes):
-    fields = dict(
-        tp_q_head_num=HEADS,
-        qk_head_dim=DIM,
-        v_head_dim=DIM,
-        layer_id=0,
-        sliding_window_size=window,
-        k_scale=None,
-        v_scale=None,
-        logit_cap=0.0,
-        logit_capping_method="tanh",
-        scaling=DIM**-0.5,
-        xai_temperature_len=-1,
-        is_cross_attention=False,
-        attn_type=AttentionType.DECODER,
-    )
-    return SimpleNamespace(**{**fields, **changes})
+    return attention_layer(HEADS, DIM, window, **changes)
 
 
 def verify(backend, step, attn_layer, mode=ForwardMode.TARGET_VERIFY):

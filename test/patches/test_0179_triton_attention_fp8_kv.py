@@ -25,7 +25,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from kernel_inputs import DEVICE, relative_difference, spy_on_hopper
+from kernel_inputs import DEVICE, attention_layer, relative_difference, spy_on_hopper
 
 from sglang.kernels.ops.attention import decode_attention as da
 from sglang.kernels.ops.attention import extend_attention as ea
@@ -324,29 +324,19 @@ def test_a_kv_shared_layer_extends_over_its_fp8_rows_dequantised(monkeypatch, sc
     cache, which the extend kernel's own-token stage takes in q's dtype (on an H100, FP8 rows there
     failed to compile: "Unsupported rhs dtype fp8e4nv")."""
     from sglang.srt.layers.attention import triton_backend as tb
-    from sglang.srt.layers.radix_attention import AttentionType
 
     g = gen(7)
     heads, dim, rows = 4, 64, 10
     k_cache, v_cache = cache(g, rows, 1, dim), cache(g, rows, 1, dim)
     chunk = torch.tensor([7, 2, 9], device=DEVICE)
     k_scale, v_scale = scales or (None, None)
-    layer = SimpleNamespace(
-        layer_id=0,
+    layer = attention_layer(
+        heads,
+        dim,
         k_scale=None if scales is None else torch.tensor(k_scale),
         v_scale=None if scales is None else torch.tensor(v_scale),
         k_scale_float=k_scale,
         v_scale_float=v_scale,
-        tp_q_head_num=heads,
-        qk_head_dim=dim,
-        v_head_dim=dim,
-        logit_capping_method="tanh",
-        logit_cap=0.0,
-        is_cross_attention=False,
-        attn_type=AttentionType.DECODER,
-        sliding_window_size=-1,
-        scaling=dim**-0.5,
-        xai_temperature_len=-1,
     )
     seen = {}
     backend = SimpleNamespace(

@@ -1,6 +1,8 @@
 """Shared by the kernel patches' tests: fresh random inputs on the test device, the float32 RMSNorm
-reference, which shapes the Triton interpreter can afford on CPU, and a spy on a kernel's launch
-options."""
+reference, which shapes the Triton interpreter can afford on CPU, a spy on a kernel's launch
+options, and a stand-in attention layer for the Triton backend."""
+
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -51,3 +53,26 @@ def spy_on_hopper(monkeypatch, module, kernel_name: str, options: tuple[str, ...
     spy = LaunchSpy(getattr(module, kernel_name), options)
     monkeypatch.setattr(module, kernel_name, spy)
     return spy
+
+
+def attention_layer(heads: int, dim: int, window: int = -1, **changes) -> SimpleNamespace:
+    """What TritonAttnBackend reads of a RadixAttention layer: `heads` query heads of width `dim`,
+    causal decoder attention, a sliding window of `window` tokens (-1: none), no KV scales."""
+    from sglang.srt.layers.radix_attention import AttentionType
+
+    fields = dict(
+        tp_q_head_num=heads,
+        qk_head_dim=dim,
+        v_head_dim=dim,
+        layer_id=0,
+        sliding_window_size=window,
+        k_scale=None,
+        v_scale=None,
+        logit_cap=0.0,
+        logit_capping_method="tanh",
+        scaling=dim**-0.5,
+        xai_temperature_len=-1,
+        is_cross_attention=False,
+        attn_type=AttentionType.DECODER,
+    )
+    return SimpleNamespace(**{**fields, **changes})
