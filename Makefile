@@ -16,7 +16,7 @@ TEST_JOBS ?= $(shell nproc)
 APPLY_FLAGS := $(if $(FORCE),--force,)
 
 .DEFAULT_GOAL := all
-.PHONY: all help fetch apply build status version lint readme refresh new rebase rebase-continue rebase-abort rebase-check drift-check port-check port-build test verify-tests bundle serve clean-work clean python-version quilt shellcheck
+.PHONY: all help fetch apply build status version lint readme refresh new rebase rebase-continue rebase-status rebase-abort rebase-check drift-check port-check port-build test verify-tests bundle serve clean-work clean python-version quilt shellcheck
 
 # A variable a target needs, checked before any of its prerequisites is built.
 require = $(if $(value $(1)),,$(error make $(2): $(1) is missing, e.g. make $(2) $(3)))
@@ -106,6 +106,9 @@ rebase: $(VENV)/.stamp  ### TO=0.5.18 : move the series to a newer sglang, testi
 
 rebase-continue: $(VENV)/.stamp  ### after a stop, or to resume an interrupted rebase: go on (DROP=1 WHY="..." drops; ACCEPT_FAILING=1 WHY="..." keeps failing tests)
 	$(TOOLS) rebase --continue $(if $(DROP),--drop,) $(if $(ACCEPT_FAILING),--accept-failing,) $(if $(WHY),--why "$(WHY)",)
+
+rebase-status: $(VENV)/.stamp  ### where a rebase under way stands: its patch, why it stopped, what to run next
+	$(TOOLS) rebase --status
 
 rebase-abort: $(VENV)/.stamp  ### forget a rebase under way: work/sglang back on the old pin, repository untouched
 	$(TOOLS) rebase --abort

@@ -28,6 +28,7 @@ from sglang_gemma4.stack.maintainer import (
     readme_table,
     rebase,
     rebase_finish,
+    rebase_text,
     subjects,
     testenv,
     verify,
@@ -223,6 +224,9 @@ def repository_head(root: Path) -> str:
 
 def cmd_rebase(stack: Stack, args) -> int:
     work = rebase.Rebase(stack.layout)
+    if args.status:
+        print(rebase_text.status(work.load()) if work.in_progress() else "rebase: none under way")
+        return 0
     if args.abort:
         work.abort()
         return 0
@@ -444,6 +448,11 @@ def parser() -> argparse.ArgumentParser:
     )
     action.add_argument(
         "--abort", action="store_true", help="forget the rebase; back to the old pin's work tree"
+    )
+    action.add_argument(
+        "--status",
+        action="store_true",
+        help="where a rebase under way stands: its patch, why it stopped, what to run next",
     )
     r.add_argument("--drop", action="store_true", help="with --continue: drop the stopped patch")
     r.add_argument(

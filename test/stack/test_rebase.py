@@ -121,6 +121,10 @@ def test_conflict_stops_resolve_continue_finishes(checkout, up, tmp_path):
 
     refused = checkout.tool("rebase", "--continue")
     assert refused.returncode == 1 and f"{CLASH}: conflict markers left" in refused.stderr
+    status = checkout.tool("rebase", "--status").stdout
+    assert f"rebase: to sglang {NEW_VERSION} (branch rebase/{NEW_VERSION}), patch 3/3" in status
+    assert "2 taken, 0 dropped" in status and "stopped: conflict" in status
+    assert "make rebase-continue" in status and "| 0030-clash.patch | stopped: conflict |" in status
     assert checkout.tool("refresh").returncode == 1  # no export under a rebase's feet
 
     resolved = replace_line(
@@ -130,6 +134,7 @@ def test_conflict_stops_resolve_continue_finishes(checkout, up, tmp_path):
     proc = checkout.tool("rebase", "--continue")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert Pin.load(checkout.layout.pin_file).version == NEW_VERSION
+    assert checkout.tool("rebase", "--status").stdout == "rebase: none under way\n"
     clash = PatchFile.read(checkout.layout.patches_dir / "0030-clash.patch")
     assert "+# ours at 30, on upstream 30" in clash.diff and "# ours at 60" not in clash.diff
     assert clash.header == PatchFile(Path("x"), patches["0030-clash.patch"]).header

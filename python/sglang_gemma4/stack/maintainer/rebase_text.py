@@ -77,6 +77,36 @@ def tests_message(state, work: Path, patch: PatchFile, run: patchtests.TestRun) 
     )
 
 
+NEXT = {
+    "conflict": "resolve the files in the work tree, then `make rebase-continue` "
+    '(or `make rebase-continue DROP=1 WHY="..."`)',
+    "tests": "fix the code or the test, then `make rebase-continue` "
+    '(or ACCEPT_FAILING=1 WHY="...", or DROP=1 WHY="...")',
+    "upstream": "`make rebase-continue DROP=1` drops it, `make rebase-continue` keeps it",
+}
+
+
+def status(state) -> str:
+    """Where a rebase under way stands (make rebase-status)."""
+    at = (
+        f"{where(state)} {state.patches[state.position]}"
+        if state.position < len(state.patches)
+        else "every patch taken"
+    )
+    if state.finishing:
+        now, next_step = "finishing", "`make rebase-continue` completes the finish"
+    elif state.stop:
+        now = f"stopped: {state.stop.kind}: {(state.stop.detail.splitlines() or [''])[0]}"
+        next_step = NEXT[state.stop.kind]
+    else:
+        now, next_step = "interrupted", "`make rebase-continue` resumes it"
+    return (
+        f"rebase: to sglang {state.pin['version']} (branch {state.branch}), {at}, "
+        f"{len(state.taken)} taken, {len(state.dropped)} dropped\n  {now}\n"
+        f"Next: {next_step}; `make rebase-abort` forgets it\n{report(state)}"
+    )
+
+
 def report(state) -> str:
     rows = [
         f"({env_line(state)})",
