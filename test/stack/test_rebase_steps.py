@@ -125,6 +125,8 @@ def test_end_to_end_conflict_failing_test_interruption_drop_finish(checkout, up,
     refused = checkout.tool("rebase", "--continue")
     assert refused.returncode == 1 and "notes.txt" in refused.stderr
     (work / "notes.txt").unlink()
+    adapted = checkout.root / clash_test  # a test adapted at the stop is named in the table
+    adapted.write_text(adapted.read_text() + "\n# adapted to the release\n")
 
     # 2. the continue is killed while the resolution's tests run; a second continue resumes
     (checkout.root / "test" / KILLER).write_text("")
@@ -146,6 +148,7 @@ def test_end_to_end_conflict_failing_test_interruption_drop_finish(checkout, up,
         "| 0010-clash.patch | resolved by hand | 1 (1) | passed (1 passed" in proc.stdout
     )  # the resolution kept
     assert "already upstream? no: its tests fail without it (1 failed; first error: " in proc.stdout
+    assert "; its tests edited at the conflict |" in proc.stdout
     (work / CLEAN).write_text((work / CLEAN).read_text().replace("# BROKEN\n", ""))
     proc = checkout.tool("rebase", "--continue")  # the fix folds into the patch, its tests pass
 

@@ -539,6 +539,10 @@ class Rebase:
             lambda s: rebase_text.tests_message(s, self.work.path, patch, run),
         )
 
+    def _tests_edited(self, stop: Stop, patch: PatchFile) -> bool:
+        """The patch's test files changed in this repository since the stop."""
+        return bool(stop.tests_sha) and stop.tests_sha != self._tests_digest(patch)
+
     def _tests_digest(self, patch: PatchFile) -> str:
         digest = hashlib.sha256()
         for test in patchtests.test_files(patch):
@@ -589,8 +593,14 @@ class Rebase:
                 f"{patch.name}"
             )
         others = sorted(set(changed) - set(patch.files))
-        details = ([f"also changes {', '.join(others)}"] if others else []) + (
-            [f"already upstream? {state.stop.upstream}"] if state.stop.upstream else []
+        details = (
+            ([f"also changes {', '.join(others)}"] if others else [])
+            + ([f"already upstream? {state.stop.upstream}"] if state.stop.upstream else [])
+            + (
+                ["its tests edited at the conflict"]
+                if self._tests_edited(state.stop, patch)
+                else []
+            )
         )
         checks = check_hunks(self.work.git, state.tip, patch, self._left_out(state))
         self._commit(state, patch, RESOLVED, checks, "; ".join(details))
@@ -609,7 +619,7 @@ class Rebase:
             self.work.git.run("reset", "-q", "--hard", taken.commit)
             taken.verdict = f"{taken.verdict}, fixed by hand after its tests failed"
             self.log(f"rebase: your edits are now part of {patch.name}")
-        if state.stop.tests_sha and state.stop.tests_sha != self._tests_digest(patch):
+        if self._tests_edited(state.stop, patch):
             edited = "its tests edited after they failed"
             taken.detail = f"{taken.detail}; {edited}" if taken.detail else edited
             self.log(f"rebase: {edited} (in this repository: commit them with the move)")
@@ -644,7 +654,7 @@ class Rebase:
         """A drop at a conflict after its tests were edited (adapted to the release): the
         already-upstream check again, on the tip without the patch, so the evidence is the
         tests'."""
-        if not (state.run_tests and stop.tests_sha and stop.tests_sha != self._tests_digest(patch)):
+        if not (state.run_tests and self._tests_edited(stop, patch)):
             return "dropped at a conflict"
         self._clean_to(state.tip, patch)
         tested = tests_pass_without(self.layout, self.work.path, patch, state.python)
