@@ -17,8 +17,10 @@ import os
 import subprocess
 import tempfile
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from sglang_gemma4.stack.maintainer.lint import listed_paths
 from sglang_gemma4.stack.patchfile import PatchFile
@@ -161,3 +163,10 @@ def run_patch_tests(
         ):
             return TestRun(NO_CPU_TESTS)
         return run
+
+
+def in_parallel(work: Callable, items: list, jobs: int | None = None) -> list:
+    """work(item) for each item, `jobs` at once (default: one per core: test runs are processes of
+    their own), the results in the items' order; the first exception is raised."""
+    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+        return list(pool.map(work, items))

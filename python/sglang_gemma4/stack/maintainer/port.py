@@ -23,10 +23,8 @@ older than the main series and that it agrees with docs/drift/<name>-<release>.j
 
 import ast
 import json
-import os
 import shutil
 import tomllib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -318,7 +316,8 @@ def run_tests(
     """Each ported patch's CPU tests against the port's whole tree, `jobs` patches at once
     (default: one per core; the tree is only read)."""
 
-    def run(patch: PatchFile, result: PatchResult) -> None:
+    def test_one(applied: tuple[PatchFile, PatchResult]) -> None:
+        patch, result = applied
         tests = port_tests(root, port, patch)
         run = patchtests.run_patch_tests(root, tree, patch, python, tests=tests)
         result.test_files = tests
@@ -331,9 +330,7 @@ def run_tests(
         )
 
     applied = [(p, r) for p, r in zip(patches, results) if r.applies == "exactly"]
-    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        for future in [pool.submit(run, patch, result) for patch, result in applied]:
-            future.result()
+    patchtests.in_parallel(test_one, applied, jobs)
 
 
 def results_data(results: list[PatchResult], env_notes: list[str]) -> dict:

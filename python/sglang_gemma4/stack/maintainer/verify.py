@@ -2,11 +2,9 @@
 up to, not including, it) and pass with it. Each run has its own git worktree, so `jobs` of them
 go at once (default: one per core)."""
 
-import os
 import sys
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sglang_gemma4.stack.maintainer import patchtests
@@ -41,11 +39,10 @@ def verify_tests(
     log=say,
 ) -> bool:
     commits = work.require_synced(patches).commits
-    git_lock = (
-        threading.Lock()
-    )  # `git worktree add/remove` edit the repository's shared admin files
+    git_lock = threading.Lock()  # `git worktree add/remove` edit the repository's shared files
 
-    def run(index: int, side: str) -> patchtests.TestRun:
+    def run(key: tuple[int, str]) -> patchtests.TestRun:
+        index, side = key
         patch = patches[index]
         with tempfile.TemporaryDirectory() as tmp:
             tree = Path(tmp) / "tree"
@@ -66,11 +63,8 @@ def verify_tests(
         log(f"verify-tests: {patch.name} {side} the patch: {counts(outcome)}")
         return outcome
 
-    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        futures = {
-            (i, side): pool.submit(run, i, side) for i in range(len(patches)) for side in SIDES
-        }
-        runs = {key: future.result() for key, future in futures.items()}
+    keys = [(i, side) for i in range(len(patches)) for side in SIDES]
+    runs = dict(zip(keys, patchtests.in_parallel(run, keys, jobs)))
 
     rows, all_ok = [], True
     for i, patch in enumerate(patches):
