@@ -11,6 +11,7 @@ vs the old kernel and float32."""
 
 import pytest
 import torch
+from extend_requests import extend_requests, reference
 from kernel_inputs import DEVICE, relative_difference, spy_on_hopper
 
 from sglang.kernels.ops.attention import extend_attention as ea
@@ -24,77 +25,7 @@ LENGTHS = [(0, 5), (11, 3), (37, 9)]
 
 
 def make_inputs(lengths, q_heads, kv_heads, dim, dtype=DTYPE, buffer_dtype=None, seed=0):
-    g = torch.Generator().manual_seed(seed)
-
-    def randn(*shape):
-        return torch.randn(*shape, generator=g).to(dtype).to(DEVICE)
-
-    rows = sum(p + n for p, n in lengths)
-    k_buffer, v_buffer = randn(rows, kv_heads, dim), randn(rows, kv_heads, dim)
-    # each request's prefix then its new tokens, at shuffled slots: the kernel must follow
-    # kv_indices
-    slots = torch.randperm(rows, generator=g).to(DEVICE)
-    prefix_slots, new_slots, at = [], [], 0
-    for prefix, new in lengths:
-        prefix_slots.append(slots[at : at + prefix])
-        new_slots.append(slots[at + prefix : at + prefix + new])
-        at += prefix + new
-    new_slots = torch.cat(new_slots)
-
-    def indptr(sizes):
-        return torch.tensor([0, *sizes], dtype=torch.int32).cumsum(0).to(torch.int32).to(DEVICE)
-
-    data = dict(
-        q=randn(new_slots.numel(), q_heads, dim),
-        k_extend=k_buffer[new_slots],
-        v_extend=v_buffer[new_slots],
-        k_buffer=k_buffer,
-        v_buffer=v_buffer,
-        lengths=lengths,
-        qo_indptr=indptr([n for _, n in lengths]),
-        kv_indptr=indptr([p for p, _ in lengths]),
-        kv_indices=torch.cat(prefix_slots).to(torch.int64),
-        max_new=max(n for _, n in lengths),
-    )
-    if (
-        buffer_dtype is not None
-    ):  # the cache as an fp8 KV cache stores it, read back with k/v scales
-        data["k_buffer"], data["v_buffer"] = (b.to(buffer_dtype) for b in (k_buffer, v_buffer))
-    return data
-
-
-def reference(data, sm_scale, logit_cap=0.0, k_scale=1.0, v_scale=1.0):
-    """float32 causal attention of each request's new tokens over its prefix (the buffer's values
-    times the scales) and its new tokens."""
-    q, out = data["q"].float(), []
-    group = q.shape[1] // data["k_buffer"].shape[1]
-    q_at = kv_at = 0
-    for prefix, new in data["lengths"]:
-        cached = data["kv_indices"][kv_at : kv_at + prefix]
-        k = torch.cat(
-            [
-                data["k_buffer"][cached].float() * k_scale,
-                data["k_extend"][q_at : q_at + new].float(),
-            ]
-        )
-        v = torch.cat(
-            [
-                data["v_buffer"][cached].float() * v_scale,
-                data["v_extend"][q_at : q_at + new].float(),
-            ]
-        )
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        visible = (
-            torch.arange(prefix + new, device=DEVICE)[None, :]
-            <= prefix + torch.arange(new, device=DEVICE)[:, None]
-        )
-        scores = torch.einsum("qhd,khd->hqk", q[q_at : q_at + new], k) * sm_scale
-        if logit_cap > 0:
-            scores = logit_cap * torch.tanh(scores / logit_cap)
-        scores = scores.masked_fill(~visible, float("-inf"))
-        out.append(torch.einsum("hqk,khd->qhd", scores.softmax(-1), v))
-        q_at, kv_at = q_at + new, kv_at + prefix
-    return torch.cat(out)
+    return extend_requests(lengths, q_heads, kv_heads, dim, dtype, buffer_dtype, seed)
 
 
 def packed(data, sm_scale, logit_cap=0.0, k_scale=1.0, v_scale=1.0, tile=None):

@@ -534,6 +534,30 @@ def gqa_pack(choice, args, out):
     ]
 
 
+def extend_gemm(choice, args, out):
+    """patch 0185: extend attention on 26B-A4B's and 31B's full layers, 0105's packed kernel vs the
+    tiled-GEMM path with each size of sizes= (KEY_BLOCK:SCORE_ELEMENTS): chunks of chunks= new
+    tokens (default 8,192) after prefixes of 0-120K (prefixes=), bf16 and fp8 KV (kv=), both models
+    (models=), ms per call and the GEMM output vs the packed one (patched build)"""
+    options = {
+        "prefixes": "--prefixes",
+        "chunks": "--chunks",
+        "sizes": "--sizes",
+        "models": "--models",
+        "kv": "--kv-dtypes",
+    }
+    picked = [w for key, flag in options.items() if args[key] for w in (flag, *args[key].split())]
+    return [
+        harness(
+            "kernels.bench_extend_attention_gemm",
+            "--out",
+            str(out / "extend-gemm"),
+            *picked,
+            build="patched",
+        )
+    ]
+
+
 def opt_in_ab(choice, args, out):
     """the patched build as it is ("off"), then with each switch of switches= alone (KEY=VALUE, or a
     --server-flag): batch-1 decode and chat (workloads=)"""
@@ -732,6 +756,7 @@ LONG_SETUPS = {
     "fp8": FP8,
     "unified-fp8": f"--enable-unified-memory {FP8}",
     "no-gqa-pack": "SGLANG_OPT_EXTEND_ATTENTION_GQA_PACK=0",
+    "no-gemm": "SGLANG_OPT_EXTEND_ATTENTION_GEMM=0",
 }
 LONG_DEFAULT = ("pristine", "patched", "unified")
 LONG_WORKLOADS = ("long-16k", "long-64k", "long-128k", "long-250k", "long-4x60k")
@@ -743,7 +768,8 @@ def long_context(choice, args, out):
     also long-128k-beside-chat, long-3x60k-beside-chat: 8 streams decoding while a 128K or three 60K
     prompts prefill); setups pristine, patched, unified (the patched build on one KV buffer for both
     layer kinds), fp8 and unified-fp8 (those with FP8 KV), no-gqa-pack (the patched build with patch
-    0105's packed full-layer extend attention off); CHOICE picks them (default the first three)"""
+    0105's packed full-layer extend attention off), no-gemm (0185's GEMM path off); CHOICE picks
+    them (default the first three)"""
     names = choice or list(LONG_DEFAULT)
     unknown = [n for n in names if n not in LONG_SETUPS]
     if unknown:

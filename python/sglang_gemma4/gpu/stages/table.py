@@ -162,6 +162,10 @@ STAGES = {
         e.gqa_pack,
         {"prefixes": Arg(env="GQA_PACK_PREFIXES"), "tiles": Arg(), "models": Arg(), "kv": Arg()},
     ),
+    "extend-gemm": Stage(
+        e.extend_gemm,
+        {"prefixes": Arg(), "chunks": Arg(), "sizes": Arg(), "models": Arg(), "kv": Arg()},
+    ),
     "opt-in-ab": Stage(
         e.opt_in_ab, {"switches": Arg(env="OPT_IN"), **workloads("OPT_IN_WORKLOADS")}
     ),

@@ -1,0 +1,66 @@
+"""gpu/kernels/bench_extend_attention_gemm.py without a GPU: the extend-gemm experiment's command,
+the bench's defaults, and one case measured end to end on CPU through Triton's interpreter (float32
+stand-in for bf16, a counting timer): one row per size, the GEMM path agrees with the packed
+kernel."""
+
+import patched_tree  # noqa: F401  (the patched sglang first on sys.path, Triton interpreted on CPU)
+import pytest
+import torch
+
+from sglang_gemma4.gpu.kernels import bench_extend_attention_gemm as bench
+from sglang_gemma4.gpu.stages.table import expand
+
+
+def test_experiment_runs_the_bench_on_the_patched_build(tmp_path):
+    (step,) = expand("extend-gemm", tmp_path).steps
+    assert step.build == "patched"
+    assert step.argv == (
+        "python3",
+        "-m",
+        "sglang_gemma4.gpu.kernels.bench_extend_attention_gemm",
+        "--out",
+        str(tmp_path / "extend-gemm"),
+    )
+    (step,) = expand("extend-gemm:sizes=1024:1000 4096:2000:chunks=2048:kv=fp8", tmp_path).steps
+    assert step.argv[5:] == (
+        "--chunks",
+        "2048",
+        "--sizes",
+        "1024:1000",
+        "4096:2000",
+        "--kv-dtypes",
+        "fp8",
+    )
+    args = bench.parser().parse_args(list(step.argv[3:]))
+    assert args.sizes == ["1024:1000", "4096:2000"] and args.chunks == [2048]
+
+
+def test_defaults():
+    args = bench.parser().parse_args(["--out", "x"])
+    assert args.prefixes == [0, 8192, 32768, 122880] and args.chunks == [8192]
+    assert args.models == ["26B-A4B", "31B"] and args.kv_dtypes == ["bf16", "fp8"]
+    assert args.sizes == [bench.DEFAULT_SIZE]
+
+
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="Triton's interpreter runs it on CPU hosts only"
+)
+@pytest.mark.parametrize("kv_dtype", ["bf16", "fp8"])
+def test_one_case_measured_on_cpu(monkeypatch, kv_dtype):
+    calls = []
+
+    def timer(fn, repeats):  # packed first, then each size: 10 ms, 4 ms, ...
+        fn()
+        calls.append(repeats)
+        return 10.0 if len(calls) == 1 else 4.0
+
+    sizes = ["4:512", "16:100000"]
+    rows = bench.measure_case(
+        "26B-A4B", kv_dtype, 9, 5, sizes, 2, timer=timer, device="cpu", dtype=torch.float32
+    )
+    assert calls == [2] * 3
+    assert [r["size"] for r in rows] == sizes
+    for r in rows:
+        assert (r["packed_ms"], r["gemm_ms"], r["speedup"]) == (10.0, 4.0, 2.5)
+        assert r["max_rel_diff"] < 1e-4
+        assert bench.table_row(r).startswith(f"| 26B-A4B | {kv_dtype} | 9 | 5 | {r['size']} |")
