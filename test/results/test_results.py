@@ -104,6 +104,7 @@ def test_a_folder_without_result_json_is_named(tmp_path):
         ("6.00", "6.0051 ms", False),
         ("94.80", '"decode_capture_s": 94.8', True),
         ("2.72", "no number here", False),
+        ("2.72", "a scale of 9e999999999 then 2.72", True),
     ],
 )
 def test_a_figure_is_found_at_its_own_precision(value, text, found):
