@@ -121,16 +121,28 @@ def backend_for(data):
         ),
         extend_attention_fwd=Spy(extend_attention_fwd),
         extend_attention_gemm_fwd=Spy(eg.extend_attention_gemm_fwd),
+        # what newer releases' forward_extend also reads (0.5.23's port runs this test)
+        use_verify_shared_kv=False,
+        use_dense_fp8_chunked_prefill=False,
+        allow_bidirectional_attention_in_extend=False,
+        dllm_attention=None,
     )
     return backend
 
 
-def prefill(backend, data, layer, mode=ForwardMode.EXTEND):
-    batch = SimpleNamespace(
+def forward_batch(mode, extend_lens, prefix_lens):
+    """What forward_extend reads of a ForwardBatch (newer releases: the MLA one-shot fields)."""
+    return SimpleNamespace(
         forward_mode=mode,
-        extend_seq_lens_cpu=[n for _, n in data["lengths"]],
-        extend_prefix_lens_cpu=[p for p, _ in data["lengths"]],
+        extend_seq_lens_cpu=extend_lens,
+        extend_prefix_lens_cpu=prefix_lens,
+        mha_one_shot=False,
+        attn_attend_prefix_cache=False,
     )
+
+
+def prefill(backend, data, layer, mode=ForwardMode.EXTEND):
+    batch = forward_batch(mode, [n for _, n in data["lengths"]], [p for p, _ in data["lengths"]])
     q = data["q"].flatten(1)
     return backend.forward_extend(
         q, data["k_extend"], data["v_extend"], layer, batch, save_kv_cache=False
@@ -215,11 +227,7 @@ def test_other_cases_keep_the_extend_kernel(long_from, monkeypatch, case):
         monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
         monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     mode = ForwardMode.TARGET_VERIFY if case == "target verify" else ForwardMode.EXTEND
-    batch = SimpleNamespace(
-        forward_mode=mode,
-        extend_seq_lens_cpu=None if case == "no host lengths" else [3],
-        extend_prefix_lens_cpu=[6],
-    )
+    batch = forward_batch(mode, None if case == "no host lengths" else [3], [6])
     backend.forward_extend(
         data["q"].flatten(1), data["k_extend"], data["v_extend"], layer, batch, save_kv_cache=False
     )
