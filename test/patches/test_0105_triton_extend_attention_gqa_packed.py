@@ -11,7 +11,7 @@ vs the old kernel and float32."""
 
 import pytest
 import torch
-from extend_requests import extend_requests, reference
+from extend_requests import extend_requests, reference, through_extend_attention_fwd
 from kernel_inputs import DEVICE, relative_difference, spy_on_hopper
 
 from sglang.kernels.ops.attention import extend_attention as ea
@@ -46,33 +46,6 @@ def packed(data, sm_scale, logit_cap=0.0, k_scale=1.0, v_scale=1.0, tile=None):
         sm_scale,
         logit_cap,
         tile=tile,
-    )
-    return out
-
-
-def through_extend_attention_fwd(
-    data, sm_scale=None, logit_cap=0.0, k_scale=1.0, v_scale=1.0, **kwargs
-):
-    out = torch.empty(data["q"].shape, dtype=data["q"].dtype, device=DEVICE)
-    ea.extend_attention_fwd(
-        data["q"],
-        data["k_extend"],
-        data["v_extend"],
-        out,
-        data["k_buffer"],
-        data["v_buffer"],
-        data["qo_indptr"],
-        data["kv_indptr"],
-        data["kv_indices"],
-        kwargs.pop("custom_mask", None),
-        kwargs.pop("is_causal", True),
-        kwargs.pop("mask_indptr", None),
-        data["max_new"],
-        k_scale,
-        v_scale,
-        sm_scale,
-        logit_cap=logit_cap,
-        **kwargs,
     )
     return out
 

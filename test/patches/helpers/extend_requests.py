@@ -1,8 +1,11 @@
 """Extend-attention inputs shared by the extend kernels' tests: a batch of requests, each with a
-cached prefix at shuffled KV-pool slots and a chunk of new tokens, and the float32 reference."""
+cached prefix at shuffled KV-pool slots and a chunk of new tokens, the float32 reference, and the
+batch through extend_attention_fwd."""
 
 import torch
 from kernel_inputs import DEVICE
+
+from sglang.kernels.ops.attention import extend_attention as ea
 
 
 def extend_requests(lengths, q_heads, kv_heads, dim, dtype, buffer_dtype=None, seed=0) -> dict:
@@ -76,3 +79,30 @@ def reference(data, sm_scale, logit_cap=0.0, k_scale=1.0, v_scale=1.0) -> torch.
         out.append(torch.einsum("hqk,khd->qhd", scores.softmax(-1), v))
         q_at, kv_at = q_at + new, kv_at + prefix
     return torch.cat(out)
+
+
+def through_extend_attention_fwd(
+    data, sm_scale=None, logit_cap=0.0, k_scale=1.0, v_scale=1.0, **kwargs
+) -> torch.Tensor:
+    out = torch.empty(data["q"].shape, dtype=data["q"].dtype, device=DEVICE)
+    ea.extend_attention_fwd(
+        data["q"],
+        data["k_extend"],
+        data["v_extend"],
+        out,
+        data["k_buffer"],
+        data["v_buffer"],
+        data["qo_indptr"],
+        data["kv_indptr"],
+        data["kv_indices"],
+        kwargs.pop("custom_mask", None),
+        kwargs.pop("is_causal", True),
+        kwargs.pop("mask_indptr", None),
+        data["max_new"],
+        k_scale,
+        v_scale,
+        sm_scale,
+        logit_cap=logit_cap,
+        **kwargs,
+    )
+    return out

@@ -22,12 +22,11 @@ from pathlib import Path
 import torch
 
 from sglang_gemma4.gpu.kernels.bench_extend_attention_gqa_pack import (
-    KV_DTYPES,
     MAX_REL_DIFF,
-    MODELS,
     SM_SCALE,
     cuda_ms,
     inputs,
+    layer_parser,
     packed_kernel,
 )
 
@@ -98,16 +97,9 @@ def table_row(r: dict) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--prefixes", nargs="+", type=int, default=[0, 8192, 32768, 122880])
+    parser = layer_parser(__doc__, [0, 8192, 32768, 122880])
     parser.add_argument("--chunks", nargs="+", type=int, default=[8192])
-    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    parser.add_argument("--kv-dtypes", nargs="+", default=list(KV_DTYPES), choices=list(KV_DTYPES))
     parser.add_argument("--sizes", nargs="+", default=[DEFAULT_SIZE])
-    parser.add_argument("--repeats", type=int, default=3)
     return parser
 
 

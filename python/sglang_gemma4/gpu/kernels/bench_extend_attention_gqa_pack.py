@@ -210,19 +210,26 @@ def table_row(r: dict) -> str:
     )
 
 
-def parser() -> argparse.ArgumentParser:
+def layer_parser(doc: str, prefixes: list[int]) -> argparse.ArgumentParser:
+    """The arguments every full-layer extend bench takes: --out, --prefixes, --models, --kv-dtypes,
+    --repeats."""
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", required=True)
-    parser.add_argument("--prefixes", nargs="+", type=int, default=[0, 32768, 65536, 122880])
-    parser.add_argument("--chunk", type=int, default=8192)
+    parser.add_argument("--prefixes", nargs="+", type=int, default=prefixes)
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--kv-dtypes", nargs="+", default=list(KV_DTYPES), choices=list(KV_DTYPES))
+    parser.add_argument("--repeats", type=int, default=3)
+    return parser
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = layer_parser(__doc__, [0, 32768, 65536, 122880])
+    parser.add_argument("--chunk", type=int, default=8192)
     parser.add_argument(
         "--tiles", nargs="+", default=list(ea._GQA_PACK_TILES), choices=list(ea._GQA_PACK_TILES)
     )
-    parser.add_argument("--repeats", type=int, default=3)
     return parser
 
 
