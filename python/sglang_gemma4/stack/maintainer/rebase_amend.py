@@ -5,7 +5,8 @@ rebase-amend PATCH=NAME`), for a failure whose cause belongs to that patch:
               patch); the edits change only files NAME's commit changes
     fold      the edits become a `fixup!` commit on the tip, autosquashed into NAME's commit with
               the later moved commits replayed on it (git rebase -i --autosquash)
-    test      NAME's tests on its new commit, then the stopped patch's on the tip
+    test      NAME's tests on its new commit, then the stopped patch's on the tip (the patches
+              between them are not tested again)
     record    NAME's row says "amended at the stop of <stopped patch>"; the stop lists it
 
 Any refusal after the fold began (a conflict while replaying, NAME's tests failing) puts the
@@ -89,12 +90,14 @@ def amend(rebase, name: str) -> bool:
         for taken, commit in zip(state.taken[index:], commits):
             taken.commit = commit
         note = f"amended at the stop of {stopped.name}"
-        target.detail = f"{target.detail}; {note}" if target.detail else note
+        if note not in target.detail:  # amended twice at one stop: said once
+            target.detail = f"{target.detail}; {note}" if target.detail else note
         retest(rebase, state, target)
     except BaseException:
         restore(rebase, state.branch, tip, fixup, saved)
         raise
-    state.stop.amended.append(target.name)
+    if target.name not in state.stop.amended:
+        state.stop.amended.append(target.name)
     rebase.save(state)
     return rerun_stopped(rebase, state)
 
