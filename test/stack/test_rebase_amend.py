@@ -114,7 +114,7 @@ def test_a_fix_for_an_earlier_patch_is_amended_into_it_from_a_later_stop(checkou
     (work / SHIFTED).write_text(breaking.replace("100 BAD", "100, fixed"))
     proc = amend("0010-early.patch")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "0010-early.patch's tests with the amendment: passed (1 passed" in proc.stdout
+    assert "0010-early.patch's tests on its commit: passed (1 passed" in proc.stdout
     assert "0020-later.patch's tests now: passed (1 passed" in proc.stdout
     assert checkout.git("status", "--porcelain") == ""
     assert checkout.git("log", "--format=%s", "-2").splitlines() == ["later", "early"]
@@ -137,3 +137,47 @@ def test_a_fix_for_an_earlier_patch_is_amended_into_it_from_a_later_stop(checkou
     assert "+# early at 100, fixed" in early_patch.diff
     assert "# early at 100" not in later_patch.diff and "+# later at 401" in later_patch.diff
     assert early_patch.header == PatchFile(checkout.root / "x", patches["0010-early.patch"]).header
+
+
+def test_an_accepted_failure_is_tested_again_from_a_later_stop(checkout, up, tmp_path):
+    """No edits in the tree: the earlier patch went on with failing tests, adapted since in this
+    repository; its tests run again and, passing, its accepted failure leaves the table."""
+    early_test = write_test(
+        checkout,
+        "test_early.py",
+        f"def test_early():\n    assert 'OLD-ONLY' in (TREE / '{SHIFTED}').read_text()\n",
+    )
+    later_test = write_test(checkout, "test_later.py", "def test_later():\n    assert False\n")
+    patches = {
+        "0010-early.patch": with_tests(
+            make_patch("early", SHIFTED, up[SHIFTED], replace_line(up[SHIFTED], 100, "# early")),
+            early_test,
+        ),
+        "0020-later.patch": with_tests(
+            make_patch("later", CLASH, up[CLASH], replace_line(up[CLASH], 30, "# later")),
+            later_test,
+        ),
+    }
+    checkout.write_series(patches)
+    assert checkout.tool("apply").returncode == 0
+    wheels = newer_release(checkout, tmp_path / "release", {LANDED: "# new\n" + up[LANDED]})
+    proc = rebase(checkout, "--wheel", *map(str, wheels))
+    assert proc.returncode == 1 and "0010-early.patch: it applied, but its tests" in proc.stdout
+    proc = checkout.tool("rebase", "--continue", "--accept-failing", "--why", "to be adapted")
+    assert proc.returncode == 1 and "0020-later.patch: it applied, but its tests" in proc.stdout
+
+    proc = checkout.tool("rebase", "--amend", "0010")  # not adapted yet: it stays accepted
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0010-early.patch's tests still fail; its accepted failure stays" in proc.stdout
+    (checkout.root / early_test).write_text(
+        (checkout.root / early_test).read_text().replace("OLD-ONLY", "# early")
+    )
+    proc = checkout.tool("rebase", "--amend", "0010")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0010-early.patch's tests on its commit: passed (1 passed" in proc.stdout
+    assert (
+        "| 0010-early.patch | clean | 1 (0) | passed (1 passed, 0 failed, 0 errors, 0 skipped) | "
+        "tested again at the stop of 0020-later.patch |"
+        in checkout.tool("rebase", "--status").stdout
+    )
+    assert "no edits in" in checkout.tool("rebase", "--amend", "0010").stderr  # nothing to do

@@ -3,6 +3,7 @@ rebase-amend PATCH=NAME`), for a failure whose cause belongs to that patch:
 
     check     the rebase is stopped at failing tests; NAME was moved (not dropped, not the stopped
               patch); the edits change only files NAME's commit changes
+              (no edits at all: NAME's accepted failing tests are run again, nothing else)
     fold      the edits become a `fixup!` commit on the tip, autosquashed into NAME's commit with
               the later moved commits replayed on it (git rebase -i --autosquash)
     test      NAME's tests on its new commit, then the stopped patch's on the tip (the patches
@@ -72,6 +73,8 @@ def amend(rebase, name: str) -> bool:
         )
     changed, created = edited_files(rebase)
     if not changed and not created:
+        if target.accepted and state.run_tests:
+            return test_again(rebase, state, target)
         raise StackError(f"no edits in {rebase.work.path} to fold into {target.name}")
     touched = set(git.out("diff", "--name-only", f"{target.commit}^", target.commit).splitlines())
     outside = sorted(set(changed + created) - touched)
@@ -100,6 +103,21 @@ def amend(rebase, name: str) -> bool:
         state.stop.amended.append(target.name)
     rebase.save(state)
     return rerun_stopped(rebase, state)
+
+
+def test_again(rebase, state, target) -> bool:
+    """No edits in the tree, and NAME went on with failing tests: its tests again (e.g. adapted in
+    this repository since); passing, its accepted failure is gone from the table."""
+    stopped = state.taken[-1]
+    retest(rebase, state, target)
+    if target.accepted:
+        rebase.log(f"rebase: {target.name}'s tests still fail; its accepted failure stays")
+    else:
+        note = f"tested again at the stop of {stopped.name}"
+        if note not in target.detail:
+            target.detail = f"{target.detail}; {note}" if target.detail else note
+    rebase.save(state)
+    return not target.accepted
 
 
 def replay(rebase, state, index: int, fixup: str) -> list[str]:
@@ -159,7 +177,7 @@ def retest(rebase, state, target) -> None:
         run = patchtests.run_patch_tests(rebase.layout.root, rebase.work.path, patch, state.python)
     finally:
         git.run("reset", "-q", "--hard", tip)
-    rebase.log(f"rebase:   {target.name}'s tests with the amendment: {run.summary()}")
+    rebase.log(f"rebase:   {target.name}'s tests on its commit: {run.summary()}")
     if not run.ok and not target.accepted:
         raise StackError(
             f"the amendment breaks {target.name}'s own tests: {run.summary()}\n"
