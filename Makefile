@@ -16,7 +16,7 @@ TEST_JOBS ?= $(shell nproc)
 APPLY_FLAGS := $(if $(FORCE),--force,)
 
 .DEFAULT_GOAL := all
-.PHONY: all help fetch apply build status version lint readme refresh new rebase rebase-continue rebase-status rebase-abort rebase-check drift-check port-check port-build test verify-tests bundle serve clean-work clean python-version quilt shellcheck
+.PHONY: all help fetch apply build status version lint readme refresh new rebase rebase-continue rebase-amend rebase-status rebase-abort rebase-check drift-check port-check port-build test verify-tests bundle serve clean-work clean python-version quilt shellcheck
 
 # A variable a target needs, checked before any of its prerequisites is built.
 require = $(if $(value $(1)),,$(error make $(2): $(1) is missing, e.g. make $(2) $(3)))
@@ -26,6 +26,9 @@ $(call require,SUBJECT,new,NAME=$(NAME) SUBJECT="one line: what the patch does")
 endif
 ifneq ($(filter rebase,$(MAKECMDGOALS)),)
 $(call require,TO,rebase,TO=0.5.23)
+endif
+ifneq ($(filter rebase-amend,$(MAKECMDGOALS)),)
+$(call require,PATCH,rebase-amend,PATCH=0200-generate-batch-shapes.patch)
 endif
 ifneq ($(filter port-check,$(MAKECMDGOALS)),)
 $(call require,PORT,port-check,PORT=0.5.23)
@@ -106,6 +109,9 @@ rebase: $(VENV)/.stamp  ### TO=0.5.18 : move the series to a newer sglang, testi
 
 rebase-continue: $(VENV)/.stamp  ### after a stop, or to resume an interrupted rebase: go on (DROP=1 WHY="..." drops; ACCEPT_FAILING=1 WHY="..." keeps failing tests)
 	$(TOOLS) rebase --continue $(if $(DROP),--drop,) $(if $(ACCEPT_FAILING),--accept-failing,) $(if $(WHY),--why "$(WHY)",)
+
+rebase-amend: $(VENV)/.stamp  ### PATCH=0200-x.patch : at failing tests, fold work/sglang's edits into that earlier moved patch; both retested
+	$(TOOLS) rebase --amend "$(PATCH)"
 
 rebase-status: $(VENV)/.stamp  ### where a rebase under way stands: its patch, why it stopped, what to run next
 	$(TOOLS) rebase --status

@@ -230,6 +230,9 @@ def cmd_rebase(stack: Stack, args) -> int:
     if args.abort:
         work.abort()
         return 0
+    if args.amend:
+        work.amend(args.amend)
+        return 0
     if args.resume:
         return (
             0
@@ -448,6 +451,12 @@ def parser() -> argparse.ArgumentParser:
     )
     action.add_argument(
         "--abort", action="store_true", help="forget the rebase; back to the old pin's work tree"
+    )
+    action.add_argument(
+        "--amend",
+        metavar="PATCH",
+        help="at failing tests: fold the work tree's edits into PATCH, moved earlier in this "
+        "rebase, replay the later patches, and run PATCH's and the stopped patch's tests again",
     )
     action.add_argument(
         "--status",

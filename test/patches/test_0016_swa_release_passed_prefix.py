@@ -141,8 +141,8 @@ def test_a_shared_prefix_stays_for_the_request_whose_window_still_reads_it(
     serving.admit(first)
     serving.decode(12)
     # the first request has released its prompt's window; its SWA KV is still resident
-    second = request("b", list(range(100, 124)) + list(range(500, 508)))
-    assert torch.equal(serving.admit(second), serving.kv_indices(first)[:24])
+    second = request("b", list(range(100, 132)) + list(range(500, 508)))
+    assert torch.equal(serving.admit(second), serving.kv_indices(first)[:32])
     serving.decode(14, lambda: assert_windows_resident(serving))
     serving.finish(first)
     serving.decode(2, lambda: assert_windows_resident(serving))

@@ -7,7 +7,7 @@ scheduler batch on CPU (swa_serving), no model forward:
   second request is cut in the same batch (upstream cuts the next one too, when its smaller decode
   budget leaves it a cap above zero, and the scheduler then treats the first as fully prefilled);
 - the overlap scheduler's loop (admission and chunked prefill, merge into the running batch, decode
-  with the SWA maintenance, retraction when the pool is full, finish) serving sixteen requests with
+  with the SWA maintenance, retraction when the pool is full, finish) serving 48 requests with
   the served crash's proportions (window above every request's decode budget, SWA pool a few
   windows, every request the same max_new_tokens, so only a retracted request's smaller budget
   lets a second chunk in): every request finishes with no out-of-memory in prefill, and at idle
@@ -68,9 +68,9 @@ def test_served_requests_give_every_slot_back(seed):
             [1] + [rng.randrange(100, 900) for _ in range(rng.randint(20, 120))],
             max_new_tokens=12,
         )
-        for i in range(16)
+        for i in range(48)
     ]
-    for _ in range(2000):
+    for _ in range(4000):
         while arriving and rng.random() < 0.5:
             scheduler.waiting.append(arriving.pop(0))
         scheduler.step()

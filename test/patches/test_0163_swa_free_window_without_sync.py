@@ -53,7 +53,9 @@ pytestmark = pytest.mark.usefixtures("maintained_every_step")
 
 @pytest.fixture
 def frees(monkeypatch):
-    """Each out-of-window free the batch makes, with the host reads it made."""
+    """Each out-of-window free the batch makes, with the host reads it made; where the maintenance
+    runs in a free group of the allocator (sglang 0.5.18), whose end makes the deferred frees, that
+    end as one more."""
     calls = []
     free = schedule_batch.free_swa_out_of_window_slots
 
@@ -62,7 +64,25 @@ def frees(monkeypatch):
             free(*args, **kwargs)
         calls.append(reads.seen)
 
+    maintain = schedule_batch.ScheduleBatch.maybe_evict_swa
+
+    def maintained(batch):
+        allocator = batch.token_to_kv_pool_allocator
+        group_end = allocator.free_group_end
+
+        def recorded_group_end():
+            with HostReads() as reads:
+                group_end()
+            calls.append(reads.seen)
+
+        allocator.free_group_end = recorded_group_end
+        try:
+            maintain(batch)
+        finally:
+            del allocator.free_group_end
+
     monkeypatch.setattr(schedule_batch, "free_swa_out_of_window_slots", recorded)
+    monkeypatch.setattr(schedule_batch.ScheduleBatch, "maybe_evict_swa", maintained)
     return calls
 
 

@@ -271,6 +271,7 @@ def backend_for(step, splits=3):
         enable_deterministic=False,
         page_size=1,
         use_verify_splitkv=False,
+        use_verify_shared_kv=False,  # sglang 0.5.18's gfx95 verify kernel (Kimi-K3, Qwen3.5)
         use_grouped_verify=True,
         device_core_count=splits * len(step.seq_lens) * KV_HEADS,
         sliding_window_size=WINDOW,
@@ -337,9 +338,15 @@ def layer(window, **changes):
     return attention_layer(HEADS, DIM, window, **changes)
 
 
+def step_batch(mode):
+    """What forward_extend reads of the ForwardBatch: the host lengths (0.5.18's extend kernel
+    and 0185's GEMM routing read them), which a target verify leaves unset."""
+    return SimpleNamespace(forward_mode=mode, extend_seq_lens_cpu=None, extend_prefix_lens_cpu=None)
+
+
 def verify(backend, step, attn_layer, mode=ForwardMode.TARGET_VERIFY):
     return backend.forward_extend(
-        step.q, step.k, step.v, attn_layer, SimpleNamespace(forward_mode=mode), save_kv_cache=False
+        step.q, step.k, step.v, attn_layer, step_batch(mode), save_kv_cache=False
     ).view(-1, HEADS, DIM)
 
 
@@ -429,7 +436,7 @@ def test_other_cases_keep_the_extend_kernel(change):
         step.k,
         step.v,
         attn_layer,
-        SimpleNamespace(forward_mode=mode),
+        step_batch(mode),
         save_kv_cache=False,
         **kwargs,
     )

@@ -349,6 +349,7 @@ def test_a_kv_shared_layer_extends_over_its_fp8_rows_dequantised(monkeypatch, sc
         dcp_size=1,
         enable_deterministic=False,
         use_verify_splitkv=False,
+        use_verify_shared_kv=False,  # sglang 0.5.18's gfx95 verify kernel (Kimi-K3, Qwen3.5)
         allow_bidirectional_attention_in_extend=False,
         page_size=1,
         forward_metadata=SimpleNamespace(
@@ -358,9 +359,11 @@ def test_a_kv_shared_layer_extends_over_its_fp8_rows_dequantised(monkeypatch, sc
             max_extend_len=3,
         ),
         _grouped_verify_applies=lambda *args: False,
+        _gemm_extend_requests=lambda *args, **kwargs: [],  # 0185's GEMM path, not this test's
         extend_attention_fwd=lambda q, k, v, *rest, **kw: seen.update(k=k, v=v),
     )
-    batch = SimpleNamespace(out_cache_loc=chunk, _attn_output=None)
+    # extend_seq_lens_cpu: what sglang 0.5.18's extend kernel call also reads
+    batch = SimpleNamespace(out_cache_loc=chunk, _attn_output=None, extend_seq_lens_cpu=None)
     q = torch.zeros(3, heads * dim, dtype=torch.bfloat16, device=DEVICE)
     tb.TritonAttnBackend.forward_extend(backend, q, None, None, layer, batch, save_kv_cache=False)
 

@@ -106,6 +106,7 @@ def backend_for(data):
         enable_deterministic=False,
         page_size=1,
         use_verify_splitkv=False,
+        use_verify_shared_kv=False,  # sglang 0.5.18's gfx95 verify kernel (Kimi-K3, Qwen3.5)
         use_grouped_verify=False,
         token_to_kv_pool=pool,
         forward_metadata=SimpleNamespace(

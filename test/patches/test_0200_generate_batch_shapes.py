@@ -68,6 +68,8 @@ MATCHED = [
         },
     },
     {"text": BATCH, "sampling_params": {"n": 2, "max_new_tokens": 4}, "rid": ["x3", "y3"]},
+    # input_ids sent with text, indexed per sample like it
+    {"text": BATCH, "input_ids": [[1], [2]], "sampling_params": {"n": 2, "max_new_tokens": 4}},
 ]
 
 
@@ -111,3 +113,11 @@ def test_embeddings_and_batches_of_one_of_mismatched_shape_are_a_400(path, body,
     reply = http_app().post(path, body)
     assert reply.status == 400, reply
     assert field in reply.body, reply
+
+
+def test_a_lora_id_list_sampled_n_times_is_not_a_500():
+    """lora_id is indexed per sample like lora_path; a client's list is refused (0222) or taken,
+    never an IndexError."""
+    body = {"text": BATCH, "lora_id": ["x", "y"], "sampling_params": {"n": 2, "max_new_tokens": 4}}
+    reply = http_app().post("/generate", body)
+    assert reply.status in (200, 400), reply

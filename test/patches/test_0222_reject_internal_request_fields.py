@@ -66,7 +66,9 @@ def test_extra_key_that_the_radix_cache_cannot_hash_is_a_400(payload, fragment):
 )
 def test_a_list_salt_on_an_openai_route_is_a_400_not_a_500(endpoint, payload):
     status, message = status_and_message(endpoint, payload)
-    assert status == 400 and "must be a string" in message, (status, message)
+    field = "cache_salt" if "cache_salt" in payload else "extra_key"
+    # the message names the field (sglang 0.5.18 refuses it in the request's normalization)
+    assert status == 400 and field in message, (status, message)
 
 
 @pytest.mark.parametrize(

@@ -42,6 +42,11 @@ class Session:
 
         class Response:
             content = session.body
+            # what sglang 0.5.18's download_remote_media also reads
+            headers, status_code = {}, 200
+
+            def iter_content(self, chunk_size):
+                yield session.body
 
             def raise_for_status(self):
                 pass

@@ -10,6 +10,8 @@
     continue  the resolved tree becomes that patch's commit, a fix is folded into it, a failure is
               accepted with a reason, or the patch is dropped; go on.  After an interruption at any
               point it resumes where the saved state says
+    amend     at failing tests, a fix that belongs to an earlier moved patch is folded into that
+              patch's commit instead (rebase_amend.py)
     abort     the work tree returns to the old stack; nothing in the repository changed
     finish    after the last patch: the repository's files in one step (rebase_finish.py)
 
@@ -89,6 +91,7 @@ class Stop:
     tests_sha: str = (
         ""  # the digest of its test files at the stop (a later edit is reported, or checked again)
     )
+    amended: list[str] = field(default_factory=list)  # earlier patches amended here (rebase_amend)
 
 
 @dataclass
@@ -685,6 +688,11 @@ class Rebase:
 
         finish(self, state)
         return True
+
+    def amend(self, name: str) -> bool:
+        from sglang_gemma4.stack.maintainer.rebase_amend import amend
+
+        return amend(self, name)
 
     def report(self, state: RebaseState) -> str:
         return rebase_text.report(state)

@@ -69,6 +69,7 @@ def tests_message(state, work: Path, patch: PatchFile, run: patchtests.TestRun) 
         f"gpu' {tests}\n"
         f"Next: fix the code in {work} (or the test in this repository), then\n"
         f"  make rebase-continue          fold your edits into {patch.name}, test again, go on\n"
+        "  make rebase-amend PATCH=NAME   fold them into NAME, a patch moved before (its cause)\n"
         '  make rebase-continue ACCEPT_FAILING=1 WHY="..."   go on with the failure (the reason '
         "is reported)\n"
         f'  make rebase-continue DROP=1 WHY="..."   drop this patch\n'
@@ -81,7 +82,8 @@ NEXT = {
     "conflict": "resolve the files in the work tree, then `make rebase-continue` "
     '(or `make rebase-continue DROP=1 WHY="..."`)',
     "tests": "fix the code or the test, then `make rebase-continue` "
-    '(or ACCEPT_FAILING=1 WHY="...", or DROP=1 WHY="...")',
+    '(or ACCEPT_FAILING=1 WHY="...", or DROP=1 WHY="..."); a fix that belongs to an earlier '
+    "patch: `make rebase-amend PATCH=NAME`",
     "upstream": "`make rebase-continue DROP=1` drops it, `make rebase-continue` keeps it",
 }
 
@@ -97,6 +99,8 @@ def status(state) -> str:
         now, next_step = "finishing", "`make rebase-continue` completes the finish"
     elif state.stop:
         now = f"stopped: {state.stop.kind}: {(state.stop.detail.splitlines() or [''])[0]}"
+        if state.stop.amended:
+            now += f"\n  amended at this stop: {', '.join(state.stop.amended)}"
         next_step = NEXT[state.stop.kind]
     else:
         now, next_step = "interrupted", "`make rebase-continue` resumes it"
