@@ -106,7 +106,6 @@ def backend_for(data):
         enable_deterministic=False,
         page_size=1,
         use_verify_splitkv=False,
-        use_verify_shared_kv=False,  # sglang 0.5.18's gfx95 verify kernel (Kimi-K3, Qwen3.5)
         use_grouped_verify=False,
         token_to_kv_pool=pool,
         forward_metadata=SimpleNamespace(
@@ -123,7 +122,7 @@ def backend_for(data):
         extend_attention_fwd=Spy(extend_attention_fwd),
         extend_attention_gemm_fwd=Spy(eg.extend_attention_gemm_fwd),
         # what newer releases' forward_extend also reads (0.5.23's port runs this test)
-        use_verify_shared_kv=False,
+        use_verify_shared_kv=False,  # 0.5.18's gfx95 verify kernel (Kimi-K3, Qwen3.5)
         use_dense_fp8_chunked_prefill=False,
         allow_bidirectional_attention_in_extend=False,
         dllm_attention=None,
