@@ -247,7 +247,9 @@ def layer(window, **changes):
 
 
 def step_batch(mode):
-    return SimpleNamespace(forward_mode=mode, mha_one_shot=False, extend_seq_lens_cpu=None)
+    return SimpleNamespace(
+        forward_mode=mode, mha_one_shot=False, extend_seq_lens_cpu=None, extend_prefix_lens_cpu=None
+    )
 
 
 def verify(backend, step, attn_layer, mode=ForwardMode.TARGET_VERIFY):
