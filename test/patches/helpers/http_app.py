@@ -77,6 +77,7 @@ class App:
         from sglang.srt.entrypoints.openai.serving_transcription import OpenAIServingTranscription
 
         self.front_end = front_end()
+        self.front_end.republish()
         manager = self.front_end.manager
         manager.send_to_scheduler = _Scheduler()
         templates = http_server._global_state.template_manager
@@ -150,6 +151,7 @@ class App:
         `raw` bytes as they are. `gated`: through sglang's API-key check, as a server started with
         --admin-api-key ADMIN_KEY runs it (admin routes need the key); otherwise the request carries
         the key, unless it names an Authorization of its own."""
+        self.front_end.republish()
         headers = dict(headers or {})
         if not gated and not any(name.lower() == "authorization" for name in headers):
             headers["authorization"] = f"Bearer {ADMIN_KEY}"

@@ -82,6 +82,17 @@ def _publish_for_tokenizer(args) -> None:
         runtime_context.publish(args, role="tokenizer")
 
 
+def _published() -> bool:
+    """Whether a server's config is published for this process (0.5.17 serves without one)."""
+    from sglang.srt import runtime_context
+
+    try:
+        runtime_context.get_exec()
+    except ValueError:
+        return False
+    return True
+
+
 class FrontEnd:
     def __init__(self, model_dir: Path):
         from sglang.srt import runtime_context
@@ -104,6 +115,7 @@ class FrontEnd:
             args = server_args(model_dir, "--admin-api-key", ADMIN_KEY)
         _publish_for_tokenizer(args)
         manager = TokenizerManager(args, PortArgs.init_new(args))
+        self.args, self.publishes = args, _published()
         templates = TemplateManager()
         templates.initialize_templates(tokenizer_manager=manager, model_path=args.model_path)
         http_server.set_global_state(http_server._GlobalState(manager, templates, {}))
@@ -144,8 +156,17 @@ class FrontEnd:
         }
         self.loop = asyncio.new_event_loop()  # one loop: the manager's locks bind to the first
 
+    def republish(self) -> None:
+        """Publish this server's args again where another test of the process reset the config
+        that this release's request path reads (0.5.18+); a test's override of it stays."""
+        from sglang.srt import runtime_context
+
+        if self.publishes and not _published():
+            runtime_context.publish(self.args, role="tokenizer")
+
     def post(self, endpoint: str, payload: dict) -> Answer:
         """Answer `payload` as the server would, from its JSON as the server reads it."""
+        self.republish()
         body = json.loads(json.dumps(payload, allow_nan=True))
         self.sent = []
         try:
