@@ -4,14 +4,19 @@ tokens) whose rows are the tokens times the query heads of that KV head, so each
 once for the group.  On CPU (Triton's interpreter, float32, the device reported as Hopper where
 dispatch is checked): the kernel's output vs a float32 torch reference for requests with different
 prefix and extend lengths (one with nothing cached, lengths off the tile), GQA groups 1/2/4/8, head
-dims 512 and 32, logit cap on and off, k/v scales, every tile of its table; which calls
-extend_attention_fwd hands to it (and that SGLANG_OPT_EXTEND_ATTENTION_GQA_PACK=0 gives them back to
-the old kernel, same output).  On a GPU: Gemma-4 full-layer shapes in bf16 and with an fp8 KV cache
-vs the old kernel and float32."""
+dims 512 and 32, logit cap on and off, k/v scales, every tile of its table, the unified pool's
+strided KV buffers; which calls extend_attention_fwd hands to it (and that
+SGLANG_OPT_EXTEND_ATTENTION_GQA_PACK=0 gives them back to the old kernel, same output).  On a GPU:
+Gemma-4 full-layer shapes in bf16 and with an fp8 KV cache vs the old kernel and float32."""
 
 import pytest
 import torch
-from extend_requests import extend_requests, reference, through_extend_attention_fwd
+from extend_requests import (
+    extend_requests,
+    reference,
+    through_extend_attention_fwd,
+    unified_pool_views,
+)
 from kernel_inputs import DEVICE, relative_difference, spy_on_hopper
 
 from sglang.kernels.ops.attention import extend_attention as ea
@@ -92,6 +97,16 @@ def test_kv_scales_apply_to_the_cached_prefix_only():
     assert (ref - reference(data, 0.125)).abs().max() > 1e-2
     torch.testing.assert_close(
         packed(data, 0.125, k_scale=0.5, v_scale=1.5), ref, rtol=TOLERANCE, atol=TOLERANCE
+    )
+
+
+def test_the_unified_pools_buffers_match_float32():
+    data = make_inputs(LENGTHS, 8, 2, 64, seed=6)
+    torch.testing.assert_close(
+        packed(unified_pool_views(data), 0.125),
+        reference(data, 0.125),
+        rtol=TOLERANCE,
+        atol=TOLERANCE,
     )
 
 

@@ -9,14 +9,20 @@ window of 8 tokens, maintenance at every decode step:
 - step by step, the SWA slots in use and which full slot still holds SWA KV are the same as with the
   switch off (sglang's masked free), for requests with their own and shared prompts, a retraction
   and finished requests, and both pools return to their size at the end;
-- page size 4 keeps sglang's masked free (a page can be partly freed already)."""
+- page size 4 keeps sglang's masked free (a page can be partly freed already);
+- the unified pool (--enable-unified-memory; virtual slot ids, no full-to-SWA mapping) frees a
+  request's passed window through its own tombstone path, the full-attention side kept."""
+
+from types import SimpleNamespace
 
 import pytest
 import torch
 from swa_serving import Serving, maintained_every_step, request  # noqa: F401 (a fixture)
 from torch.utils._python_dispatch import TorchDispatchMode
+from unified_swa_pool import build_pool
 
 from sglang.srt.managers import schedule_batch
+from sglang.srt.mem_cache.common import free_swa_out_of_window_slots
 
 WINDOW = 8
 SWITCH = "SGLANG_OPT_SWA_FREE_WINDOW_WITHOUT_SYNC"
@@ -140,3 +146,28 @@ def test_pages_keep_the_masked_free(monkeypatch, frees):
     monkeypatch.delenv(SWITCH, raising=False)
     assert serve(page_size=4)[-1] == (0, 0)
     assert any(frees)  # sglang's masked free, page by page
+
+
+def test_the_unified_pool_frees_the_passed_window_of_a_request(monkeypatch):
+    monkeypatch.delenv(SWITCH, raising=False)
+    allocator = build_pool("26b-a4b", full_tokens=4_000, swa_tokens=400).token_to_kv_pool_allocator
+    slots = allocator.alloc(300).to(torch.int64)
+    req_to_token = torch.zeros(1, 300, dtype=torch.int64)
+    req_to_token[0] = slots
+    req = SimpleNamespace(
+        kv=SimpleNamespace(swa_evicted_seqlen=0), cache_protected_len=0, req_pool_idx=0
+    )
+    free_swa_out_of_window_slots(
+        req,
+        300,
+        sliding_window_size=WINDOW,
+        page_size=1,
+        req_to_token_pool=SimpleNamespace(req_to_token=req_to_token),
+        token_to_kv_pool_allocator=allocator,
+        is_chunk_cache=True,
+    )
+    passed = req.kv.swa_evicted_seqlen
+    assert passed >= 300 - WINDOW - 1
+    swa = allocator.swa_attn_allocator.virtual_to_physical
+    assert bool((swa[slots[:passed]] == -1).all()) and bool((swa[slots[passed:]] > 0).all())
+    assert bool((allocator.full_attn_allocator.virtual_to_physical[slots] > 0).all())

@@ -3,7 +3,8 @@ GEMMs (extend_attention_gemm_fwd): fp32 scores of many query rows against a bloc
 online-softmax step, then the values' GEMM. On CPU (Triton's interpreter, float32): the output vs
 a float32 torch reference for requests with and without a cached prefix, GQA groups 1/2/4, key
 blocks and query tiles smaller than the request (so blocks split the prefix, the chunk's own
-tokens and the causal diagonal), an FP8 KV cache with k/v scales; which requests the backend sends
+tokens and the causal diagonal), an FP8 KV cache with k/v scales, the unified pool's strided
+buffers; which requests the backend sends
 there (long ones; the others of the same batch through extend_attention_fwd as a batch of their
 own), and what keeps the old kernel: the kill switch, a sliding window, a logit cap, a target
 verify, a CUDA graph capture. On a GPU: Gemma-4 full-layer shapes in bf16 and fp8 at 8K-token
@@ -13,7 +14,12 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from extend_requests import extend_requests, reference, through_extend_attention_fwd
+from extend_requests import (
+    extend_requests,
+    reference,
+    through_extend_attention_fwd,
+    unified_pool_views,
+)
 from kernel_inputs import DEVICE, attention_layer
 
 from sglang.kernels.ops.attention import extend_attention_gemm as eg
@@ -81,6 +87,14 @@ def test_head_dim_512_one_kv_head():
     torch.testing.assert_close(
         out.float(), reference(data, 512**-0.5), rtol=TOLERANCE, atol=TOLERANCE
     )
+
+
+def test_the_unified_pools_buffers():
+    """--enable-unified-memory hands the backend strided K/V views (on 0.5.17 4-D page-major ones,
+    which a 3-D gather fails on)."""
+    data = extend_requests(LENGTHS, 8, 2, 32, DTYPE, seed=7)
+    out = through_gemm(unified_pool_views(data), 0.3, key_block=8, score_elements=8 * 8 * 4)
+    torch.testing.assert_close(out.float(), reference(data, 0.3), rtol=TOLERANCE, atol=TOLERANCE)
 
 
 # --- which requests the backend sends there ---------------------------------------------------

@@ -2,6 +2,8 @@
 cached prefix at shuffled KV-pool slots and a chunk of new tokens, the float32 reference, and the
 batch through extend_attention_fwd."""
 
+import importlib.util
+
 import torch
 from kernel_inputs import DEVICE
 
@@ -45,6 +47,28 @@ def extend_requests(lengths, q_heads, kv_heads, dim, dtype, buffer_dtype=None, s
     if buffer_dtype is not None:
         data["k_buffer"], data["v_buffer"] = (b.to(buffer_dtype) for b in (k_buffer, v_buffer))
     return data
+
+
+def unified_pool_views(data, layers_before=1) -> dict:
+    """`data` with its KV buffers as the release's unified pool (--enable-unified-memory) hands them
+    to the kernels: each slot's entry holds every layer's K row then V row, this layer's after
+    `layers_before` others (random values, which a wrong stride reads); sglang 0.5.17 views them
+    page-major, 4-D (slots, 1, heads, dim), later releases 3-D with the entry as slot stride."""
+    k, v = data["k_buffer"], data["v_buffer"]
+    slots, heads, dim = k.shape
+    row = heads * dim
+    entry = (layers_before + 1) * 2 * row
+    if importlib.util.find_spec("sglang.srt.mem_cache.layout.page_major"):
+        shape, stride = (slots, 1, heads, dim), (entry, row, dim, 1)
+    else:
+        shape, stride = (slots, heads, dim), (entry, dim, 1)
+    g = torch.Generator().manual_seed(slots)
+    raw = torch.randn(slots * entry, generator=g).to(k.dtype).to(DEVICE)
+    k_view = torch.as_strided(raw, shape, stride, layers_before * 2 * row)
+    v_view = torch.as_strided(raw, shape, stride, layers_before * 2 * row + row)
+    k_view.copy_(k.view(shape))
+    v_view.copy_(v.view(shape))
+    return {**data, "k_buffer": k_view, "v_buffer": v_view}
 
 
 def reference(data, sm_scale, logit_cap=0.0, k_scale=1.0, v_scale=1.0) -> torch.Tensor:
