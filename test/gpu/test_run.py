@@ -296,6 +296,18 @@ def test_a_stage_word_holds_choices_and_arguments_whose_values_keep_spaces_comma
     )
 
 
+def test_the_long_stage_runs_its_setups_for_each_variant_asked(tmp_path):
+    steps = table.expand("long:patched,unified:variants=31b e4b:workloads=long-2x250k", tmp_path)
+    variants = [s.argv[s.argv.index("--variant") + 1] for s in steps.steps]
+    assert variants == ["31b", "e4b"]
+    for step in steps.steps:
+        configs = [step.argv[i + 1] for i, w in enumerate(step.argv) if w == "--config"]
+        assert configs == ["patched=patched", "unified=patched --enable-unified-memory"]
+        assert step.argv[step.argv.index("--workloads") + 1] == "long-2x250k"
+    (default,) = table.expand("long:patched", tmp_path).steps
+    assert default.argv[default.argv.index("--variant") + 1] == "26b-a4b"
+
+
 def test_an_environment_knob_the_table_replaced_is_refused(monkeypatch):
     monkeypatch.setenv("FUZZ_REQUESTS", "5")
     with pytest.raises(SystemExit, match="FUZZ_REQUESTS -> fuzz:requests="):

@@ -1,8 +1,18 @@
 """Parity scoring: agreement over greedy steps, log-probability deltas only where both sides saw the
 same history, bounds taken from transformers' own bf16 noise."""
 
-from sglang_gemma4.gpu.checks.parity import bounds, compare, passes, prompts
-from sglang_gemma4.gpu.serve.checkpoint import reduced_text_config, token_ids
+import pytest
+import torch
+from tiny_gemma4 import tiny
+
+from sglang_gemma4.gpu.checks import parity
+from sglang_gemma4.gpu.checks.parity import bounds, compare, greedy_steps, passes, prompts
+from sglang_gemma4.gpu.serve.checkpoint import (
+    hf_model,
+    init_random_,
+    reduced_text_config,
+    token_ids,
+)
 
 
 def step(top1: int, logprobs: dict) -> dict:
@@ -52,3 +62,31 @@ def test_prompts_start_with_bos_cross_the_window_and_avoid_specials():
     lengths = [len(p) for p in batch]
     assert min(lengths) < text["sliding_window"] < max(lengths) and sum(lengths) <= 4096
     assert prompts(text) == batch  # same seed, same prompts
+
+
+def test_long_prompts_are_added_to_the_set():
+    text = reduced_text_config("26b-a4b", 4)
+    batch, longer = prompts(text), prompts(text, (20000, 33))
+    assert longer[: len(batch)] == batch and [len(p) for p in longer[len(batch) :]] == [20000, 33]
+
+
+@pytest.mark.parametrize("variant", ["e2b", "26b-a4b"])
+def test_the_reference_prefilled_in_chunks_on_its_cache_equals_one_whole_forward(
+    variant, monkeypatch
+):
+    # chunks shorter than the window and longer than it, a KV-shared tail (E2B), k_eq_v (26B-A4B)
+    text = tiny(variant) | {"sliding_window": 8}
+    model = hf_model(text, "causal").eval()
+    init_random_(model, seed=5)
+    ids = torch.randint(0, 400, (45,), generator=torch.Generator().manual_seed(1)).tolist()
+    with torch.no_grad():
+        first = model(input_ids=torch.tensor([ids])).logits[0, -1]
+        second = model(input_ids=torch.tensor([ids + [int(first.argmax())]])).logits[0, -1]
+        for chunk in (5, 13, 64):
+            monkeypatch.setattr(parity, "REFERENCE_CHUNK", chunk)
+            steps = greedy_steps(model, ids)
+            assert [s["top1"] for s in steps] == [int(first.argmax()), int(second.argmax())]
+            for step, logits in zip(steps, (first, second)):
+                want = torch.log_softmax(logits.float(), -1)
+                got = torch.tensor([want[t] for t in step["top"]])
+                assert torch.allclose(torch.tensor(list(step["top"].values())), got, atol=1e-4)

@@ -3,15 +3,16 @@ transformers' own Gemma-4 on the same random weights and prompts.
 
     python -m sglang_gemma4.gpu.checks.parity --out DIR [--variants e2b e4b 26b-a4b 31b]
         [--builds ...]
-        [--arch causal|conditional] [--server-flags "--tp-size 2 ..."]
+        [--arch causal|conditional] [--server-flags "--tp-size 2 ..."] [--long 32768 100000]
 
 Per variant: write a reduced-layer random-weight checkpoint (checkpoint.py), run transformers'
 Gemma-4 on the GPU over prompts whose lengths cross the sliding window (two greedy steps: prefill,
-then one decode), in float32 (the reference) and in bfloat16 (the noise floor of bf16 itself), then
-each sglang build's server on the same prompts sent as one batch.  Compares the greedy choices
-(top-1 agreement) and the log-probabilities of the reference's top 20 tokens (max |delta|); the
-bounds come from transformers' own bf16 deviation in the same run.  Writes DIR/parity.jsonl and
-DIR/parity.md; exits non-zero when a build is out of bounds.
+then one decode; --long adds prompts of those lengths, which sglang prefills in chunks over a
+growing cached prefix), in float32 (the reference) and in bfloat16 (the noise floor of bf16
+itself), then each sglang build's server on the same prompts sent as one batch.  Compares the
+greedy choices (top-1 agreement) and the log-probabilities of the reference's top 20 tokens (max
+|delta|); the bounds come from transformers' own bf16 deviation in the same run.  Writes
+DIR/parity.jsonl and DIR/parity.md; exits non-zero when a build is out of bounds.
 """
 
 import argparse
@@ -33,24 +34,27 @@ from sglang_gemma4.gpu.serve.server import Server, http_json, patched_env
 LAYERS = {"e2b": 8, "e4b": 8, "26b-a4b": 4, "31b": 4}
 TOP = 20
 STEPS = 2  # the prefill's next token, then one decode step (CUDA-graph replay where graphs are on)
+# transformers prefills each prompt in chunks over its own cache: a long prompt's attention masks
+# stay chunk x prompt, not prompt x prompt
+REFERENCE_CHUNK = 8192
 # A build passes when it stays within the noise of bf16 itself: transformers' own bf16 run, on the
 # same weights and prompts, measured against the float32 reference in the same call.
 NOISE_FACTOR, NOISE_SLACK = 2.0, 0.05
 
 
-def prompt_lengths(text: dict) -> list[int]:
+def prompt_lengths(text: dict, long: tuple[int, ...] = ()) -> list[int]:
     window = text["sliding_window"]
-    return [7, 33, 64, 200, window - 3, window + 40, 2 * window + 100, 3 * window + 17]
+    return [7, 33, 64, 200, window - 3, window + 40, 2 * window + 100, 3 * window + 17, *long]
 
 
-def prompts(text: dict, seed: int = 0) -> list[list[int]]:
+def prompts(text: dict, long: tuple[int, ...] = (), seed: int = 0) -> list[list[int]]:
     import torch
 
     g = torch.Generator().manual_seed(seed)
     bos, ordinary = token_ids(text["vocab_size"])["bos_token_id"], ordinary_ids(text["vocab_size"])
     return [
         [bos] + torch.randint(0, ordinary, (n - 1,), generator=g).tolist()
-        for n in prompt_lengths(text)
+        for n in prompt_lengths(text, long)
     ]
 
 
@@ -85,19 +89,31 @@ def reference(
             torch.bfloat16,
         ):  # the weights are bf16 values: exact both ways
             model.to(dtype)
-            runs = []
-            for ids in batch:
-                steps, ids = [], list(ids)
-                for _ in range(STEPS):
-                    steps.append(
-                        top(model(input_ids=torch.tensor([ids], device="cuda")).logits[0, -1])
-                    )
-                    ids.append(steps[-1]["top1"])
-                runs.append(steps)
-            out[str(dtype).removeprefix("torch.")] = runs
+            out[str(dtype).removeprefix("torch.")] = [greedy_steps(model, ids) for ids in batch]
     del model
     torch.cuda.empty_cache()
     return out
+
+
+def greedy_steps(model, ids: list[int]) -> list[dict]:
+    """STEPS greedy steps of `model` after the prompt `ids`: the prompt in REFERENCE_CHUNK pieces
+    on one cache, then one token at a time; only the last position's logits are computed."""
+    import torch
+    from transformers import DynamicCache
+
+    cache, steps = DynamicCache(config=model.config), []
+    pieces = [ids[i : i + REFERENCE_CHUNK] for i in range(0, len(ids), REFERENCE_CHUNK)]
+    for _ in range(STEPS):
+        for piece in pieces:
+            logits = model(
+                input_ids=torch.tensor([piece], device=model.device),
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            ).logits
+        steps.append(top(logits[0, -1]))
+        pieces = [[steps[-1]["top1"]]]
+    return steps
 
 
 def served(server: Server, batch: list[list[int]]) -> list[list[dict]]:
@@ -234,6 +250,14 @@ def main() -> int:
         help="environment of the patched servers only, e.g. the kernels' opt-in switches",
     )
     parser.add_argument(
+        "--long",
+        nargs="*",
+        type=int,
+        default=[],
+        metavar="TOKENS",
+        help="more prompts of these lengths (e.g. 32768 100000), prefilled over a long prefix",
+    )
+    parser.add_argument(
         "--dry-run", action="store_true", help="print each server's command line instead of running"
     )
     args = parser.parse_args()
@@ -265,7 +289,7 @@ def main() -> int:
                 seed=0,
                 device="cuda",
             )
-        batch = prompts(text)
+        batch = prompts(text, tuple(args.long))
         ref = reference(model_dir, text, batch, args.arch)
         noise = compare(ref["float32"], ref["bfloat16"])
         bound = bounds(noise, len(batch))
@@ -273,7 +297,7 @@ def main() -> int:
             "variant": variant,
             "arch": args.arch,
             "layers": LAYERS[variant],
-            "prompt_lengths": prompt_lengths(text),
+            "prompt_lengths": prompt_lengths(text, tuple(args.long)),
             "bound": bound,
         }
         record({**common, "build": "transformers-bf16", **noise, "passed": None})

@@ -763,13 +763,14 @@ LONG_WORKLOADS = ("long-16k", "long-64k", "long-128k", "long-250k", "long-4x60k"
 
 
 def long_context(choice, args, out):
-    """26B-A4B at its whole window (the preset's context), decode graphs only: one prompt of 16K,
-    64K, 128K, 250K tokens at a time and four of 60K at once, 64 output tokens each (workloads=;
-    also long-128k-beside-chat, long-3x60k-beside-chat: 8 streams decoding while a 128K or three 60K
-    prompts prefill); setups pristine, patched, unified (the patched build on one KV buffer for both
-    layer kinds), fp8 and unified-fp8 (those with FP8 KV), no-gqa-pack (the patched build with patch
-    0105's packed full-layer extend attention off), no-gemm (0185's GEMM path off); CHOICE picks
-    them (default the first three)"""
+    """26B-A4B (variants=: others too, e.g. 31b e4b) at its whole window (the preset's context),
+    decode graphs only: one prompt of 16K, 64K, 128K, 250K tokens at a time, four of 60K and two of
+    250K at once, 64 output tokens each (workloads=; also long-128k-beside-chat,
+    long-3x60k-beside-chat: 8 streams decoding while a 128K or three 60K prompts prefill); setups
+    pristine, patched, unified (the patched build on one KV buffer for both layer kinds), fp8 and
+    unified-fp8 (those with FP8 KV), no-gqa-pack (the patched build with patch 0105's packed
+    full-layer extend attention off), no-gemm (0185's GEMM path off); CHOICE picks them (default the
+    first three); flags= adds launch flags to every server"""
     names = choice or list(LONG_DEFAULT)
     unknown = [n for n in names if n not in LONG_SETUPS]
     if unknown:
@@ -781,7 +782,10 @@ def long_context(choice, args, out):
         for n in names
     )
     return Comparison("long-{variant}", setups, LONG_WORKLOADS, DECODE_ONLY).steps(
-        out, workloads=args["workloads"].split()
+        out,
+        args["variants"].split(),
+        (*DECODE_ONLY, *shlex.split(args["flags"])),
+        args["workloads"].split(),
     )
 
 

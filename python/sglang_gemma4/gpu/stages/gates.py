@@ -143,7 +143,8 @@ def parity(choice, args, out):
     """reduced-layer random-weight checkpoints: pristine and patched vs transformers (default all
     four variants, or builds=; e.g. parity:e2b,e4b); E2B/E4B also with CUDA graphs off; flags= adds
     launch flags to every server (e.g. the preset's FP8 KV: parity:flags=--kv-cache-dtype fp8_e4m3);
-    patched-env= (KEY=VALUE ...) is given to the patched servers"""
+    patched-env= (KEY=VALUE ...) is given to the patched servers; long= (TOKENS ...) adds prompts of
+    those lengths"""
     return [
         harness(
             "checks.parity",
@@ -158,8 +159,9 @@ def parity(choice, args, out):
             "--eager-variants",
             "e2b",
             "e4b",
-            "--server-flags",
-            args["flags"],
+            f"--server-flags={args['flags']}",  # one word: a lone --flag is not read as an option
+            "--long",
+            *args["long"].split(),
         )
     ]
 

@@ -71,6 +71,7 @@ STAGES = {
             "builds": Arg(BUILDS, "PARITY_BUILDS"),
             "flags": Arg(env="PARITY_FLAGS"),
             "patched-env": PATCHED_ENV,
+            "long": Arg(),
         },
         gate=True,
     ),
@@ -180,7 +181,10 @@ STAGES = {
             **workloads("KV_WORKLOADS"),
         },
     ),
-    "long": Stage(e.long_context, workloads("LONG_WORKLOADS")),
+    "long": Stage(
+        e.long_context,
+        {"variants": Arg("26b-a4b"), "flags": Arg(), **workloads("LONG_WORKLOADS")},
+    ),
     "prefill-profile": Stage(e.prefill_profile),
     "baseline": Stage(e.baseline),
 }

@@ -65,6 +65,8 @@ WORKLOADS = {
     "long-128k": (131072, 64, 1, 1),
     "long-250k": (250000, 64, 1, 1),
     "long-4x60k": (60000, 64, 4, 4),
+    # two whole-window prompts at once: both run together where the pool holds 500,000 tokens
+    "long-2x250k": (250000, 64, 2, 2),
 }
 # name: (streams decoding, their prompt and output lengths, the long prompts sent at once beside
 # them): the running streams' token gaps before and while the long prompts prefill (beside.py, its
