@@ -359,7 +359,7 @@ def test_a_kv_shared_layer_extends_over_its_fp8_rows_dequantised(monkeypatch, sc
             max_extend_len=3,
         ),
         _grouped_verify_applies=lambda *args: False,
-        _gemm_extend_requests=lambda *args, **kwargs: [],  # 0185's GEMM path, not this test's
+        _gemm_extend_plan=lambda *args, **kwargs: None,  # 0185's GEMM path, not this test's
         extend_attention_fwd=lambda q, k, v, *rest, **kw: seen.update(k=k, v=v),
     )
     # extend_seq_lens_cpu: what sglang 0.5.18's extend kernel call also reads

@@ -132,6 +132,7 @@ def backend_for(data):
             custom_mask=None,
             mask_indptr=None,
             max_extend_len=data["max_new"],
+            gemm_extend_plan=None,
         ),
         extend_attention_fwd=Spy(extend_attention_fwd),
         extend_attention_gemm_fwd=Spy(eg.extend_attention_gemm_fwd),
@@ -186,6 +187,27 @@ def test_long_requests_take_the_gemm_path_the_rest_the_extend_kernel(long_from):
     assert short_batch[6].tolist() == [0, 9, 14, 15]  # the three others' new tokens
     assert short_batch[7].tolist() == [0, 0, 13, 34]  # and their prefixes
     torch.testing.assert_close(out.float(), reference(data, 0.25), rtol=TOLERANCE, atol=TOLERANCE)
+
+
+def test_the_split_is_planned_once_per_batch_for_all_its_full_layers(long_from, monkeypatch):
+    long_from(400)
+    data = extend_requests(LENGTHS, HEADS, KV_HEADS, DIM, DTYPE, seed=9)
+    backend = backend_for(data)
+    plans = Spy(triton_backend.TritonAttnBackend._build_gemm_extend_plan)
+    monkeypatch.setattr(triton_backend.TritonAttnBackend, "_build_gemm_extend_plan", plans)
+    layer = attention_layer(HEADS, DIM, scaling=0.25)
+    outs = [prefill(backend, data, layer) for _ in range(3)]  # three full layers of one forward
+    assert len(plans.calls) == 1
+    assert (
+        len(backend.extend_attention_gemm_fwd.calls) == len(backend.extend_attention_fwd.calls) == 3
+    )
+    for out in outs:
+        torch.testing.assert_close(
+            out.float(), reference(data, 0.25), rtol=TOLERANCE, atol=TOLERANCE
+        )
+    backend.forward_metadata.gemm_extend_plan = None  # the next batch's metadata
+    prefill(backend, data, layer)
+    assert len(plans.calls) == 2
 
 
 def test_short_requests_keep_the_extend_kernel_by_default():
