@@ -14,8 +14,10 @@ CPU (Triton's front end, hopper_ttir.py, bfloat16 queries, head dim 512, 16 quer
 heads): every kernel's tl.dot takes bfloat16 operands with a bfloat16 and an FP8 cache, and the
 grouped decode kernel compiles on the unified pool's FP8 cache (without the patch: "only int8
 supported!", as on the H100). On a GPU: the same kernels with bfloat16 queries at Gemma-4's
-shapes."""
+shapes. The backend's stand-ins also carry what newer releases read (the 0.5.23 port runs this
+file), and the unified pool's views are read as each release shapes them."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -309,6 +311,7 @@ def test_the_backend_sends_an_fp8_cache_verify_to_the_grouped_kernel(monkeypatch
         backend = SimpleNamespace(
             use_grouped_verify=True,
             token_to_kv_pool=SimpleNamespace(get_key_buffer=lambda layer_id: buffer),
+            dllm_attention=None,  # newer releases: diffusion LM attention keeps its own kernel
         )
         return TritonAttnBackend._grouped_verify_applies(
             backend, q, layer, batch, True, 0.0, None, None
@@ -361,9 +364,20 @@ def test_a_kv_shared_layer_extends_over_its_fp8_rows_dequantised(monkeypatch, sc
         _grouped_verify_applies=lambda *args: False,
         _gemm_extend_plan=lambda *args, **kwargs: None,  # 0185's GEMM path, not this test's
         extend_attention_fwd=lambda q, k, v, *rest, **kw: seen.update(k=k, v=v),
+        # newer releases: the extend kernel behind a method, diffusion LM attention
+        _forward_extend_kernel=lambda layer, q, k, v, *rest, **kw: seen.update(k=k, v=v),
+        dllm_attention=None,
     )
-    # extend_seq_lens_cpu: what sglang 0.5.18's extend kernel call also reads
-    batch = SimpleNamespace(out_cache_loc=chunk, _attn_output=None, extend_seq_lens_cpu=None)
+    # extend_seq_lens_cpu: what sglang 0.5.18's extend kernel call also reads; newer releases:
+    # the MLA one-shot fields and the forward mode's diffusion check
+    batch = SimpleNamespace(
+        out_cache_loc=chunk,
+        _attn_output=None,
+        extend_seq_lens_cpu=None,
+        mha_one_shot=False,
+        attn_attend_prefix_cache=None,
+        forward_mode=SimpleNamespace(is_dllm_extend=lambda: False, is_target_verify=lambda: False),
+    )
     q = torch.zeros(3, heads * dim, dtype=torch.bfloat16, device=DEVICE)
     tb.TritonAttnBackend.forward_extend(backend, q, None, None, layer, batch, save_kv_cache=False)
 
@@ -408,6 +422,8 @@ def test_unified_swa_pool_stores_and_hands_out_fp8():
     )
     pool = bundle.token_to_kv_pool
     assert pool.dtype == FP8
+    fields = {f.name for f in dataclasses.fields(KVWriteLoc)}
+    physical = {"physical": True} if "physical" in fields else {}
     g = gen(3)
     loc = torch.tensor([3, 7, 9], device=DEVICE)
     for layer_id, (heads, dim) in [(5, (2, 512)), (0, (8, 256))]:
@@ -415,15 +431,17 @@ def test_unified_swa_pool_stores_and_hands_out_fp8():
         v = torch.randn(3, heads, dim, generator=g).to(torch.bfloat16).to(DEVICE)
         pool.set_kv_buffer(
             SimpleNamespace(layer_id=layer_id),
-            KVWriteLoc(loc, swa_loc=loc, full_loc=loc),
+            # newer releases: the locs the unified pool writes are physical ids
+            KVWriteLoc(loc, swa_loc=loc, full_loc=loc, **physical),
             k.clone(),
             v.clone(),
         )
         k_buffer, v_buffer = pool.get_kv_buffer(layer_id)
         assert k_buffer.dtype == v_buffer.dtype == FP8
-        # [slots, page size 1, heads, dim] views into the shared byte buffer
-        assert torch.equal(k_buffer[loc, 0].float(), k.to(FP8).float())
-        assert torch.equal(v_buffer[loc, 0].float(), v.to(FP8).float())
+        # views into the shared byte buffer: [slots, page size 1, heads, dim] on 0.5.17, [slots,
+        # heads, dim] on newer releases
+        assert torch.equal(k_buffer[loc].view(k.shape).float(), k.to(FP8).float())
+        assert torch.equal(v_buffer[loc].view(v.shape).float(), v.to(FP8).float())
 
 
 # -- compiled for Hopper (Triton's front end on CPU, outside the interpreter)

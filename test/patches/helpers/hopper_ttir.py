@@ -172,10 +172,12 @@ def _cases():
             need_sort=False,
         )
         k, v = bundle.token_to_kv_pool.get_kv_buffer(5)
+        if k.dim() == 4:  # 0.5.17's page-major views (pages, 1, heads, dim); later: 3-D
+            k, v = k[:, 0], v[:, 0]
         da._decode_grouped_att_m_fwd(
             q[:1],
-            k[:, 0],
-            v[:, 0],
+            k,
+            v,
             torch.empty(1, 16, 4, 512),
             torch.empty(1, 16, 4),
             kv_indptr,
