@@ -27,7 +27,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from kernel_inputs import DEVICE, attention_layer, relative_difference, spy_on_hopper
+from kernel_inputs import (
+    DEVICE,
+    EXTEND_BACKEND_SWITCHES,
+    attention_layer,
+    extend_forward_batch,
+    relative_difference,
+    spy_on_hopper,
+)
 
 from sglang.kernels.ops.attention import decode_attention as da
 from sglang.kernels.ops.attention import extend_attention as ea
@@ -349,12 +356,7 @@ def test_a_kv_shared_layer_extends_over_its_fp8_rows_dequantised(monkeypatch, sc
             get_value_buffer=lambda layer_id: v_cache,
         ),
         _translate_kv_loc=None,
-        dcp_size=1,
-        enable_deterministic=False,
-        use_verify_splitkv=False,
-        use_verify_shared_kv=False,  # sglang 0.5.18's gfx95 verify kernel (Kimi-K3, Qwen3.5)
-        allow_bidirectional_attention_in_extend=False,
-        page_size=1,
+        **EXTEND_BACKEND_SWITCHES,
         forward_metadata=SimpleNamespace(
             **dict.fromkeys(
                 ["kv_indptr", "kv_indices", "qo_indptr", "custom_mask", "mask_indptr"], None
@@ -364,18 +366,13 @@ def test_a_kv_shared_layer_extends_over_its_fp8_rows_dequantised(monkeypatch, sc
         _grouped_verify_applies=lambda *args: False,
         _gemm_extend_plan=lambda *args, **kwargs: None,  # 0185's GEMM path, not this test's
         extend_attention_fwd=lambda q, k, v, *rest, **kw: seen.update(k=k, v=v),
-        # newer releases: the extend kernel behind a method, diffusion LM attention
+        # newer releases: the extend kernel behind a method
         _forward_extend_kernel=lambda layer, q, k, v, *rest, **kw: seen.update(k=k, v=v),
-        dllm_attention=None,
     )
-    # extend_seq_lens_cpu: what sglang 0.5.18's extend kernel call also reads; newer releases:
-    # the MLA one-shot fields and the forward mode's diffusion check
-    batch = SimpleNamespace(
+    # newer releases: the forward mode's diffusion check
+    batch = extend_forward_batch(
         out_cache_loc=chunk,
         _attn_output=None,
-        extend_seq_lens_cpu=None,
-        mha_one_shot=False,
-        attn_attend_prefix_cache=None,
         forward_mode=SimpleNamespace(is_dllm_extend=lambda: False, is_target_verify=lambda: False),
     )
     q = torch.zeros(3, heads * dim, dtype=torch.bfloat16, device=DEVICE)

@@ -20,7 +20,7 @@ from extend_requests import (
     through_extend_attention_fwd,
     unified_pool_views,
 )
-from kernel_inputs import DEVICE, attention_layer
+from kernel_inputs import DEVICE, EXTEND_BACKEND_SWITCHES, attention_layer, extend_forward_batch
 
 from sglang.kernels.ops.attention import extend_attention_gemm as eg
 from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
@@ -116,11 +116,7 @@ def backend_for(data):
         get_value_buffer=lambda layer_id: data["v_buffer"],
     )
     backend.__dict__.update(
-        dcp_size=1,
-        enable_deterministic=False,
-        page_size=1,
-        use_verify_splitkv=False,
-        use_grouped_verify=False,
+        EXTEND_BACKEND_SWITCHES,
         token_to_kv_pool=pool,
         forward_metadata=SimpleNamespace(
             qo_indptr=data["qo_indptr"],
@@ -136,23 +132,13 @@ def backend_for(data):
         ),
         extend_attention_fwd=Spy(extend_attention_fwd),
         extend_attention_gemm_fwd=Spy(eg.extend_attention_gemm_fwd),
-        # what newer releases' forward_extend also reads (0.5.23's port runs this test)
-        use_verify_shared_kv=False,  # 0.5.18's gfx95 verify kernel (Kimi-K3, Qwen3.5)
-        use_dense_fp8_chunked_prefill=False,
-        allow_bidirectional_attention_in_extend=False,
-        dllm_attention=None,
     )
     return backend
 
 
 def forward_batch(mode, extend_lens, prefix_lens):
-    """What forward_extend reads of a ForwardBatch (newer releases: the MLA one-shot fields)."""
-    return SimpleNamespace(
-        forward_mode=mode,
-        extend_seq_lens_cpu=extend_lens,
-        extend_prefix_lens_cpu=prefix_lens,
-        mha_one_shot=False,
-        attn_attend_prefix_cache=False,
+    return extend_forward_batch(
+        forward_mode=mode, extend_seq_lens_cpu=extend_lens, extend_prefix_lens_cpu=prefix_lens
     )
 
 

@@ -55,6 +55,35 @@ def spy_on_hopper(monkeypatch, module, kernel_name: str, options: tuple[str, ...
     return spy
 
 
+# What TritonAttnBackend.forward_extend reads of the backend besides its pool, metadata and kernels:
+# every optional path off, page size 1 (newer releases: the 0.5.18 gfx95 verify kernel, dense FP8
+# chunked prefill, bidirectional extend, diffusion LM attention)
+EXTEND_BACKEND_SWITCHES = dict(
+    dcp_size=1,
+    enable_deterministic=False,
+    page_size=1,
+    use_verify_splitkv=False,
+    use_grouped_verify=False,
+    use_verify_shared_kv=False,
+    use_dense_fp8_chunked_prefill=False,
+    allow_bidirectional_attention_in_extend=False,
+    dllm_attention=None,
+)
+
+
+def extend_forward_batch(**fields) -> SimpleNamespace:
+    """What forward_extend reads of a ForwardBatch, with `fields` (newer releases: the MLA one-shot
+    fields)."""
+    return SimpleNamespace(
+        **{
+            "extend_seq_lens_cpu": None,
+            "mha_one_shot": False,
+            "attn_attend_prefix_cache": False,
+            **fields,
+        }
+    )
+
+
 def attention_layer(heads: int, dim: int, window: int = -1, **changes) -> SimpleNamespace:
     """What TritonAttnBackend reads of a RadixAttention layer: `heads` query heads of width `dim`,
     causal decoder attention, a sliding window of `window` tokens (-1: none), no KV scales."""
