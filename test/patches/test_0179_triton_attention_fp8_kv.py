@@ -29,9 +29,8 @@ import pytest
 import torch
 from kernel_inputs import (
     DEVICE,
-    EXTEND_BACKEND_SWITCHES,
     attention_layer,
-    extend_forward_batch,
+    kv_shared_layer_extend,
     relative_difference,
     spy_on_hopper,
 )
@@ -333,8 +332,6 @@ def test_a_kv_shared_layer_extends_over_its_fp8_rows_dequantised(monkeypatch, sc
     """E2B/E4B's KV-shared layers store no K/V: their extend reads this chunk's rows back from the
     cache, which the extend kernel's own-token stage takes in q's dtype (on an H100, FP8 rows there
     failed to compile: "Unsupported rhs dtype fp8e4nv")."""
-    from sglang.srt.layers.attention import triton_backend as tb
-
     g = gen(7)
     heads, dim, rows = 4, 64, 10
     k_cache, v_cache = cache(g, rows, 1, dim), cache(g, rows, 1, dim)
@@ -348,35 +345,8 @@ def test_a_kv_shared_layer_extends_over_its_fp8_rows_dequantised(monkeypatch, sc
         k_scale_float=k_scale,
         v_scale_float=v_scale,
     )
-    seen = {}
-    backend = SimpleNamespace(
-        token_to_kv_pool=SimpleNamespace(
-            get_kv_buffer=lambda layer_id: (k_cache, v_cache),
-            get_key_buffer=lambda layer_id: k_cache,
-            get_value_buffer=lambda layer_id: v_cache,
-        ),
-        _translate_kv_loc=None,
-        **EXTEND_BACKEND_SWITCHES,
-        forward_metadata=SimpleNamespace(
-            **dict.fromkeys(
-                ["kv_indptr", "kv_indices", "qo_indptr", "custom_mask", "mask_indptr"], None
-            ),
-            max_extend_len=3,
-        ),
-        _grouped_verify_applies=lambda *args: False,
-        _gemm_extend_plan=lambda *args, **kwargs: None,  # 0185's GEMM path, not this test's
-        extend_attention_fwd=lambda q, k, v, *rest, **kw: seen.update(k=k, v=v),
-        # newer releases: the extend kernel behind a method
-        _forward_extend_kernel=lambda layer, q, k, v, *rest, **kw: seen.update(k=k, v=v),
-    )
-    # newer releases: the forward mode's diffusion check
-    batch = extend_forward_batch(
-        out_cache_loc=chunk,
-        _attn_output=None,
-        forward_mode=SimpleNamespace(is_dllm_extend=lambda: False, is_target_verify=lambda: False),
-    )
     q = torch.zeros(3, heads * dim, dtype=torch.bfloat16, device=DEVICE)
-    tb.TritonAttnBackend.forward_extend(backend, q, None, None, layer, batch, save_kv_cache=False)
+    seen = kv_shared_layer_extend(k_cache, v_cache, chunk, layer, q)
 
     assert seen["k"].dtype == seen["v"].dtype == torch.bfloat16
     stored_k, stored_v = k_cache[chunk].float(), v_cache[chunk].float()

@@ -1,6 +1,6 @@
 """Shared by the kernel patches' tests: fresh random inputs on the test device, the float32 RMSNorm
 reference, which shapes the Triton interpreter can afford on CPU, a spy on a kernel's launch
-options, and a stand-in attention layer for the Triton backend."""
+options, a stand-in attention layer for the Triton backend and its extend over a KV-shared layer."""
 
 from types import SimpleNamespace
 
@@ -105,3 +105,40 @@ def attention_layer(heads: int, dim: int, window: int = -1, **changes) -> Simple
         attn_type=AttentionType.DECODER,
     )
     return SimpleNamespace(**{**fields, **changes})
+
+
+def kv_shared_layer_extend(k_cache, v_cache, chunk, layer, q) -> dict:
+    """TritonAttnBackend.forward_extend for a KV-shared layer (E2B/E4B's last layers store no K/V:
+    their extend reads this chunk's rows, the slots `chunk`, back from the cache) over the buffers
+    `k_cache`/`v_cache`; the K and V the extend kernel was handed."""
+    from sglang.srt.layers.attention import triton_backend as tb
+
+    seen = {}
+    backend = SimpleNamespace(
+        token_to_kv_pool=SimpleNamespace(
+            get_kv_buffer=lambda layer_id: (k_cache, v_cache),
+            get_key_buffer=lambda layer_id: k_cache,
+            get_value_buffer=lambda layer_id: v_cache,
+        ),
+        _translate_kv_loc=None,
+        **EXTEND_BACKEND_SWITCHES,
+        forward_metadata=SimpleNamespace(
+            **dict.fromkeys(
+                ["kv_indptr", "kv_indices", "qo_indptr", "custom_mask", "mask_indptr"], None
+            ),
+            max_extend_len=len(chunk),
+        ),
+        _grouped_verify_applies=lambda *args: False,
+        _gemm_extend_plan=lambda *args, **kwargs: None,  # 0185's GEMM path
+        extend_attention_fwd=lambda q, k, v, *rest, **kw: seen.update(k=k, v=v),
+        # newer releases: the extend kernel behind a method
+        _forward_extend_kernel=lambda layer, q, k, v, *rest, **kw: seen.update(k=k, v=v),
+    )
+    # newer releases: the forward mode's diffusion check
+    batch = extend_forward_batch(
+        out_cache_loc=chunk,
+        _attn_output=None,
+        forward_mode=SimpleNamespace(is_dllm_extend=lambda: False, is_target_verify=lambda: False),
+    )
+    tb.TritonAttnBackend.forward_extend(backend, q, None, None, layer, batch, save_kv_cache=False)
+    return seen

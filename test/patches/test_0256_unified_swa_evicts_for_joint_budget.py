@@ -1,0 +1,76 @@
+"""0256: in sglang's unified hybrid-SWA pool (--enable-unified-memory) a full-attention slot and an
+SWA slot of one token take their bytes from one buffer, so each side's free count can cover a
+prefill chunk while the pair does not. The eviction before an allocation then freed nothing (each
+side "fit") and the allocation failed: the scheduler died with "Out of memory" although the radix
+cache held enough to evict (two 250,000-token prompts on 26B-A4B). Now it evicts until the
+allocator's joint count fits."""
+
+import pytest
+import torch
+from unified_swa_pool import build_pool
+
+from sglang.srt.mem_cache.allocation import alloc_token_slots
+from sglang.srt.mem_cache.base_prefix_cache import InsertParams
+from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
+from sglang.srt.mem_cache.radix_cache import RadixKey
+from sglang.srt.mem_cache.unified_cache.components import ComponentType
+from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+
+WINDOW, CHUNK = 1024, 512
+
+
+def pool_with_cache(cached_tokens: int):
+    """26B-A4B's layer shapes; a finished prompt of `cached_tokens` in the radix cache (both sides
+    held, nothing locking it)."""
+    allocator = build_pool(
+        "26b-a4b", full_tokens=12_000, swa_tokens=4_000, swa_reserve_tokens=WINDOW + CHUNK + 3
+    ).token_to_kv_pool_allocator
+    cache = UnifiedRadixCache(
+        CacheInitParams(
+            disable=False,
+            req_to_token_pool=ReqToTokenPool(
+                size=4, max_context_len=16_384, device="cpu", enable_memory_saver=False
+            ),
+            token_to_kv_pool_allocator=allocator,
+            page_size=1,
+            sliding_window_size=WINDOW,
+            tree_components=(ComponentType.FULL, ComponentType.SWA),
+        )
+    )
+    slots = allocator.alloc(cached_tokens)
+    cache.insert(InsertParams(key=RadixKey(list(range(cached_tokens))), value=slots))
+    return allocator, cache
+
+
+def fill_full_side_until_joint_short(allocator, need: int) -> None:
+    """A running prompt's full-attention KV (its passed window's SWA slots freed) takes the buffer
+    until one more `need`-token allocation fits each side's count but not both at once."""
+    while allocator.available_size() >= need:
+        step = max(1, (allocator.available_size() - need) // 2)
+        slots = allocator.alloc(step)
+        assert slots is not None
+        allocator.free_swa(slots)
+    assert allocator.full_available_size() >= need
+    assert allocator.swa_available_size() >= need
+    assert allocator.available_size() < need
+
+
+@pytest.mark.parametrize("chunk", [CHUNK, 3 * CHUNK])
+def test_a_chunk_evicts_the_cache_until_both_sides_fit(chunk):
+    # the cache holds more SWA slots than the full side's cap leaves aside (0022)
+    allocator, cache = pool_with_cache(cached_tokens=1_800)
+    fill_full_side_until_joint_short(allocator, chunk)
+    cached = cache.full_evictable_size() + cache.swa_evictable_size()
+
+    slots = alloc_token_slots(cache, chunk)
+
+    assert slots.numel() == chunk and torch.unique(slots).numel() == chunk
+    assert 0 < cache.full_evictable_size() + cache.swa_evictable_size() < cached
+
+
+def test_an_allocation_no_eviction_can_serve_still_fails_with_sglangs_message():
+    allocator, cache = pool_with_cache(cached_tokens=1_800)
+    fill_full_side_until_joint_short(allocator, CHUNK)
+    with pytest.raises(RuntimeError, match="Out of memory"):
+        alloc_token_slots(cache, 40 * CHUNK)
