@@ -84,23 +84,28 @@ class Serving:
         size_swa: int = 256,
         max_requests: int = 8,
         max_context_len: int = 512,
+        allocator=None,
     ):
+        """`allocator`: serve from it (e.g. the unified pool's) instead of static SWA pools of
+        `size` and `size_swa` slots."""
         self.page_size, self.window = page_size, window
         self.size, self.size_swa = size, size_swa
-        pool = SWAKVPool(
-            size=size,
-            size_swa=size_swa,
-            page_size=page_size,
-            dtype=torch.bfloat16,
-            head_num=1,
-            head_dim=8,
-            swa_attention_layer_ids=[0],
-            full_attention_layer_ids=[1],
-            device=DEVICE,
-        )
-        self.allocator = SWATokenToKVPoolAllocator(
-            size, size_swa, page_size, torch.bfloat16, DEVICE, pool, need_sort=False
-        )
+        if allocator is None:
+            pool = SWAKVPool(
+                size=size,
+                size_swa=size_swa,
+                page_size=page_size,
+                dtype=torch.bfloat16,
+                head_num=1,
+                head_dim=8,
+                swa_attention_layer_ids=[0],
+                full_attention_layer_ids=[1],
+                device=DEVICE,
+            )
+            allocator = SWATokenToKVPoolAllocator(
+                size, size_swa, page_size, torch.bfloat16, DEVICE, pool, need_sort=False
+            )
+        self.allocator = allocator
         self.req_to_token_pool = ReqToTokenPool(
             size=max_requests,
             max_context_len=max_context_len,
