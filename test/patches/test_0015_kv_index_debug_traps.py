@@ -7,15 +7,14 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from swa_serving import static_swa_allocator
 
 from sglang.srt.layers.attention.trtllm_mha_backend import TRTLLMHAAttnBackend
-from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator
 from sglang.srt.mem_cache.kv_index_traps import (
     KVIndexOutOfRange,
     check_page_table,
     check_token_indices,
 )
-from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
 
 PAGE, PAGES = 4, 10  # tokens per page, pages in the pool
 
@@ -92,20 +91,7 @@ def test_backend_checks_against_the_layer_pool():
 
 def swa_allocator(monkeypatch, debug: bool, page_size=1, size=64, size_swa=32):
     monkeypatch.setenv("SGLANG_TRTLLM_MHA_DEBUG", "1" if debug else "0")
-    pool = SWAKVPool(
-        size=size,
-        size_swa=size_swa,
-        page_size=page_size,
-        dtype=torch.bfloat16,
-        head_num=1,
-        head_dim=8,
-        swa_attention_layer_ids=[0],
-        full_attention_layer_ids=[1],
-        device="cpu",
-    )
-    return SWATokenToKVPoolAllocator(
-        size, size_swa, page_size, torch.bfloat16, "cpu", pool, need_sort=False
-    )
+    return static_swa_allocator(size, size_swa, page_size, device="cpu")
 
 
 def test_swa_allocator_is_silent_on_its_own_indices(monkeypatch):

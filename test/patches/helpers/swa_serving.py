@@ -75,6 +75,25 @@ def request(rid: str, prompt: list[int], max_new_tokens: int = 64) -> Req:
     return Req(rid, "", array("q", prompt), SamplingParams(max_new_tokens=max_new_tokens))
 
 
+def static_swa_allocator(size: int, size_swa: int, page_size: int, device: str = DEVICE):
+    """sglang's SWA allocator on static pools of `size` full-attention and `size_swa` SWA slots:
+    one layer of each kind, one KV head of width 8."""
+    pool = SWAKVPool(
+        size=size,
+        size_swa=size_swa,
+        page_size=page_size,
+        dtype=torch.bfloat16,
+        head_num=1,
+        head_dim=8,
+        swa_attention_layer_ids=[0],
+        full_attention_layer_ids=[1],
+        device=device,
+    )
+    return SWATokenToKVPoolAllocator(
+        size, size_swa, page_size, torch.bfloat16, device, pool, need_sort=False
+    )
+
+
 class Serving:
     def __init__(
         self,
@@ -90,22 +109,7 @@ class Serving:
         `size` and `size_swa` slots."""
         self.page_size, self.window = page_size, window
         self.size, self.size_swa = size, size_swa
-        if allocator is None:
-            pool = SWAKVPool(
-                size=size,
-                size_swa=size_swa,
-                page_size=page_size,
-                dtype=torch.bfloat16,
-                head_num=1,
-                head_dim=8,
-                swa_attention_layer_ids=[0],
-                full_attention_layer_ids=[1],
-                device=DEVICE,
-            )
-            allocator = SWATokenToKVPoolAllocator(
-                size, size_swa, page_size, torch.bfloat16, DEVICE, pool, need_sort=False
-            )
-        self.allocator = allocator
+        self.allocator = allocator or static_swa_allocator(size, size_swa, page_size)
         self.req_to_token_pool = ReqToTokenPool(
             size=max_requests,
             max_context_len=max_context_len,
@@ -214,4 +218,11 @@ class Serving:
         return self.size_swa - self.allocator.swa_available_size()
 
 
-__all__ = ["Serving", "maintained_every_step", "publish_server_args", "request", "reset_context"]
+__all__ = [
+    "Serving",
+    "maintained_every_step",
+    "publish_server_args",
+    "request",
+    "reset_context",
+    "static_swa_allocator",
+]
