@@ -13,7 +13,8 @@ from sglang.srt.environ import envs
 from sglang.srt.mem_cache import kv_cache_configurator
 from sglang.srt.mem_cache.kv_cache_configurator import KVCacheConfigurator
 
-WINDOW, CHUNK = 1024, 512
+WINDOW, CHUNK = 256, 128  # a small pool's window and chunk: the sizing rule is the same
+FULL, SWA = 4_000, 700  # the static split the pool is sized from
 FULL_BYTES, SWA_BYTES = (
     5 * 2 * 2 * 512 * 2,
     25 * 2 * 8 * 256 * 2,
@@ -25,17 +26,15 @@ def reserve() -> int:
 
 
 def test_the_full_side_grows_into_the_bytes_the_swa_side_does_not_hold():
-    bundle = build_pool(
-        "26b-a4b", full_tokens=12_000, swa_tokens=2_000, swa_reserve_tokens=reserve()
-    )
-    total = 12_000 * FULL_BYTES + 2_000 * SWA_BYTES
+    bundle = build_pool("26b-a4b", full_tokens=FULL, swa_tokens=SWA, swa_reserve_tokens=reserve())
+    total = FULL * FULL_BYTES + SWA * SWA_BYTES
     assert bundle.full_max_total_num_tokens == (total - reserve() * SWA_BYTES) // FULL_BYTES
     allocator = bundle.token_to_kv_pool_allocator
     assert allocator.full_available_size() == bundle.full_max_total_num_tokens
     # one prompt longer than the static split's full side, its passed windows freed as it is
     # prefilled
     prompt = bundle.full_max_total_num_tokens - CHUNK
-    assert prompt > 12_000
+    assert prompt > FULL
     slots = prefill_long_prompt(allocator, prompt, CHUNK, WINDOW)
     assert slots.numel() == prompt
     # the scheduler's view of the full side counts down from the grown cap; about a chunk is left
@@ -43,7 +42,7 @@ def test_the_full_side_grows_into_the_bytes_the_swa_side_does_not_hold():
     assert allocator.available_size() < 2 * CHUNK
     # pool usage and the idle leak check count the slots in use against each side's cap
     full_free, swa_free = allocator.conserved_available_sizes()
-    assert full_free == bundle.full_max_total_num_tokens - prompt and swa_free == 2_000 - WINDOW
+    assert full_free == bundle.full_max_total_num_tokens - prompt and swa_free == SWA - WINDOW
 
 
 def test_pool_stats_count_a_grown_full_side_against_its_cap():
@@ -51,16 +50,14 @@ def test_pool_stats_count_a_grown_full_side_against_its_cap():
         SchedulerPoolStatsObserver,
     )
 
-    bundle = build_pool(
-        "26b-a4b", full_tokens=12_000, swa_tokens=2_000, swa_reserve_tokens=reserve()
-    )
+    bundle = build_pool("26b-a4b", full_tokens=FULL, swa_tokens=SWA, swa_reserve_tokens=reserve())
     allocator = bundle.token_to_kv_pool_allocator
     cap = bundle.full_max_total_num_tokens
     slots = prefill_long_prompt(allocator, cap // 2, CHUNK, WINDOW)
     observer = SimpleNamespace(
         token_to_kv_pool_allocator=allocator,
         full_tokens_per_layer=cap,
-        swa_tokens_per_layer=2_000,
+        swa_tokens_per_layer=SWA,
         enable_hisparse=False,
         tree_cache=SimpleNamespace(full_evictable_size=lambda: 0, swa_evictable_size=lambda: 0),
     )
@@ -70,10 +67,10 @@ def test_pool_stats_count_a_grown_full_side_against_its_cap():
 
 
 def test_without_a_reserve_the_static_caps_stay():
-    bundle = build_pool("26b-a4b", full_tokens=12_000, swa_tokens=4_000)
-    assert bundle.full_max_total_num_tokens == 12_000
+    bundle = build_pool("26b-a4b", full_tokens=FULL, swa_tokens=4_000)
+    assert bundle.full_max_total_num_tokens == FULL
     allocator = bundle.token_to_kv_pool_allocator
-    prefill_long_prompt(allocator, 11_000, CHUNK, WINDOW)
+    prefill_long_prompt(allocator, FULL - 1_000, CHUNK, WINDOW)
     # the scheduler sees the static split's full side, whatever bytes are free
     assert allocator.full_available_size() == 1_000 < allocator.available_size()
 
