@@ -13,36 +13,24 @@ from unified_swa_pool import build_pool
 
 from sglang.srt.mem_cache.allocation import alloc_token_slots
 from sglang.srt.mem_cache.base_prefix_cache import InsertParams
-from sglang.srt.mem_cache.cache_init_params import CacheInitParams
-from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
 from sglang.srt.mem_cache.radix_cache import RadixKey
-from sglang.srt.mem_cache.unified_cache.components import ComponentType
-from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
 
 WINDOW, CHUNK = 1024, 512
+pytestmark = pytest.mark.usefixtures("maintained_every_step")  # Serving builds batches
 
 
-def pool_with_cache(cached_tokens: int):
-    """26B-A4B's layer shapes; a finished prompt of `cached_tokens` in the radix cache (both sides
-    held, nothing locking it)."""
+def unified_serving(cached_tokens: int = 0) -> Serving:
+    """The scheduler's bookkeeping on the unified pool with 26B-A4B's layer shapes; a finished
+    prompt of `cached_tokens` in its radix cache (both sides held, nothing locking it)."""
     allocator = build_pool(
         "26b-a4b", full_tokens=12_000, swa_tokens=4_000, swa_reserve_tokens=WINDOW + CHUNK + 3
     ).token_to_kv_pool_allocator
-    cache = UnifiedRadixCache(
-        CacheInitParams(
-            disable=False,
-            req_to_token_pool=ReqToTokenPool(
-                size=4, max_context_len=16_384, device="cpu", enable_memory_saver=False
-            ),
-            token_to_kv_pool_allocator=allocator,
-            page_size=1,
-            sliding_window_size=WINDOW,
-            tree_components=(ComponentType.FULL, ComponentType.SWA),
-        )
-    )
-    slots = allocator.alloc(cached_tokens)
-    cache.insert(InsertParams(key=RadixKey(list(range(cached_tokens))), value=slots))
-    return allocator, cache
+    serving = Serving(page_size=1, window=WINDOW, allocator=allocator, max_context_len=16_384)
+    if cached_tokens:
+        slots = allocator.alloc(cached_tokens)
+        key = RadixKey(list(range(cached_tokens)))
+        serving.cache.insert(InsertParams(key=key, value=slots))
+    return serving
 
 
 def fill_full_side_until_joint_short(allocator, need: int) -> torch.Tensor:
@@ -65,7 +53,8 @@ def fill_full_side_until_joint_short(allocator, need: int) -> torch.Tensor:
 @pytest.mark.parametrize("chunk", [CHUNK, 3 * CHUNK])
 def test_a_chunk_evicts_the_cache_until_both_sides_fit(chunk):
     # the cache holds more SWA slots than the full side's cap leaves aside (0022)
-    allocator, cache = pool_with_cache(cached_tokens=1_800)
+    serving = unified_serving(cached_tokens=1_800)
+    allocator, cache = serving.allocator, serving.cache
     fill_full_side_until_joint_short(allocator, chunk)
     cached = cache.full_evictable_size() + cache.swa_evictable_size()
 
@@ -76,21 +65,19 @@ def test_a_chunk_evicts_the_cache_until_both_sides_fit(chunk):
 
 
 def test_an_allocation_no_eviction_can_serve_still_fails_with_sglangs_message():
-    allocator, cache = pool_with_cache(cached_tokens=1_800)
+    serving = unified_serving(cached_tokens=1_800)
+    allocator, cache = serving.allocator, serving.cache
     fill_full_side_until_joint_short(allocator, CHUNK)
     with pytest.raises(RuntimeError, match="Out of memory"):
         alloc_token_slots(cache, 40 * CHUNK)
 
 
-@pytest.mark.usefixtures("maintained_every_step")
 def test_admission_cuts_a_chunk_to_the_pairs_the_pool_holds():
     """A prompt whose chunk fits each side's count but not the pairs, with nothing evictable: it is
     admitted with a chunk the pairs hold, the rest for later rounds (before: the whole chunk, whose
     allocation killed the scheduler)."""
-    allocator = build_pool(
-        "26b-a4b", full_tokens=12_000, swa_tokens=4_000, swa_reserve_tokens=WINDOW + CHUNK + 3
-    ).token_to_kv_pool_allocator
-    serving = Serving(page_size=1, window=WINDOW, allocator=allocator, max_context_len=4_096)
+    serving = unified_serving()
+    allocator = serving.allocator
     allocator.alloc(1_800)  # running requests' windows: both sides held, not evictable
     fill_full_side_until_joint_short(allocator, CHUNK)
     pairs = allocator.available_size()
