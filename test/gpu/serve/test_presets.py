@@ -98,6 +98,9 @@ def test_multimodal_loads_the_towers_only_when_asked(tmp_path):
         parsed = parse_server_args(presets.server_args("e4b", str(model), multimodal=multimodal))
         assert parsed.enable_multimodal is (True if multimodal else None)
         assert ModelConfig.from_server_args(parsed).is_multimodal is multimodal
+        # the vision tower's attention on a backend the offline bundle has (not FA3, sglang's pick
+        # on Hopper, whose library the bundle leaves out)
+        assert parsed.mm_attention_backend == ("triton_attn" if multimodal else None)
     serve = dry_run("e4b", "--model", "m", "--no-prebuild", "--multimodal")[0]
     assert (
         serve.count("--enable-multimodal") == 1

@@ -50,8 +50,10 @@ PARSERS = ("--tool-call-parser", "gemma4", "--reasoning-parser", "gemma4")
 NO_STRUCTURED_OUTPUT = ("--grammar-backend", "none")
 # Image (and, on E2B/E4B, audio) input: the towers loaded (0013 serves Gemma-4 text-only without it,
 # and refuses media then). Costs the towers' weights in GPU memory, so a smaller KV pool: not
-# measured yet.
-MULTIMODAL = ("--enable-multimodal",)
+# measured yet. The vision tower's attention on Triton, as the text layers': on Hopper sglang picks
+# FA3 for it, whose 1 GB library the offline bundle leaves out of sgl_kernel (an ImportError at the
+# first image killed the server)
+MULTIMODAL = ("--enable-multimodal", "--mm-attention-backend", "triton_attn")
 DECODE_GRAPHS = ("--cuda-graph-max-bs-decode", "64")  # what serving captures
 # The KV cache in FP8 (e4m3): twice the tokens of bf16 in the same pool (launch_gemma4 --kv-fp8; the
 # long experiment's fp8 setups). Unscaled (Gemma-4's checkpoints carry no KV scales); patch 0179

@@ -29,11 +29,7 @@ DECODE_ONLY = presets.BENCH_GRAPHS_DECODE_ONLY
 MM_FLAGS = (
     "--load-format",
     "dummy",
-    "--enable-multimodal",
-    # on Hopper the vision tower's attention defaults to FA3, whose 1 GB library the bundle leaves
-    # out of sgl_kernel (ImportError at the first image): triton_attn, as 0090's GPU test uses
-    "--mm-attention-backend",
-    "triton_attn",
+    *presets.MULTIMODAL,
     "--cuda-graph-max-bs-decode",
     "16",
     "--cuda-graph-backend-prefill",
@@ -560,7 +556,7 @@ def extend_gemm(choice, args, out):
 
 def opt_in_ab(choice, args, out):
     """the patched build as it is ("off"), then with each switch of switches= alone (KEY=VALUE, or a
-    --server-flag): batch-1 decode and chat (workloads=)"""
+    --server-flag): batch-1 decode and chat (workloads=); flags= replaces both sides' graph flags"""
     switches = args["switches"].split()
     if not switches:
         raise SystemExit("run: opt-in-ab needs switches=KEY=VALUE or --server-flag ...")
@@ -568,8 +564,9 @@ def opt_in_ab(choice, args, out):
         "off=patched",
         *[f"{s.split('=')[0].removeprefix('--')}=patched {s}" for s in switches],
     )
+    flags = tuple(shlex.split(args["flags"])) or None
     return Comparison("opt-in-ab-{variant}", setups, ("batch1", "chat")).steps(
-        out, choice, workloads=args["workloads"].split()
+        out, choice, flags, args["workloads"].split()
     )
 
 

@@ -168,7 +168,8 @@ STAGES = {
         {"prefixes": Arg(), "chunks": Arg(), "sizes": Arg(), "models": Arg(), "kv": Arg()},
     ),
     "opt-in-ab": Stage(
-        e.opt_in_ab, {"switches": Arg(env="OPT_IN"), **workloads("OPT_IN_WORKLOADS")}
+        e.opt_in_ab,
+        {"switches": Arg(env="OPT_IN"), "flags": Arg(), **workloads("OPT_IN_WORKLOADS")},
     ),
     "tiles-ab": Stage(e.tiles_ab, workloads("TILES_AB_WORKLOADS")),
     "mm-ab": Stage(e.mm_ab, workloads("MM_WORKLOADS")),
