@@ -209,7 +209,8 @@ def test_env(stack: Stack, args, new_pin: Pin, wheels: list[Path]) -> testenv.Te
     version = testenv.python_version(args.env_python)
     pinned = next((w for w in new_pin.wheels if w.python == version), new_pin.wheels[0])
     wheel = by_file[pinned.file]
-    return testenv.ensure(stack.layout, new_pin.version, wheel, args.env_python)
+    keep = port.kept_test_packages(stack.layout, new_pin.version)
+    return testenv.ensure(stack.layout, new_pin.version, wheel, args.env_python, keep=keep)
 
 
 def repository_head(root: Path) -> str:

@@ -307,3 +307,28 @@ def test_check_compares_the_report_and_a_new_dropped_line_needs_only_a_re_render
         "| 0230-new.patch | not in the report | not yet ported: new |"
         in (p.directory / port.REPORT).read_text()
     )
+
+
+def test_a_rebase_onto_a_ported_release_tests_in_the_ports_environment(tmp_path, monkeypatch):
+    """The rebase's CPU environment keeps what the release's port keeps (its torch with no CPU
+    build): otherwise pip cannot resolve the release's pins, and only a port-check's environment,
+    built first, would let the rebase's tests run."""
+    from types import SimpleNamespace
+
+    from sglang_gemma4 import cli
+    from sglang_gemma4.stack.layout import Layout
+    from sglang_gemma4.stack.pin import Pin, PinnedWheel
+
+    p = _port(tmp_path, {}, {})
+    (p.directory / port.PORT_FILE).write_text(
+        (p.directory / port.PORT_FILE).read_text() + '\n[testenv.keep]\ntorch = "no CPU build"\n'
+    )
+    asked = {}
+    monkeypatch.setattr(testenv, "python_version", lambda python: "3.11")
+    monkeypatch.setattr(testenv, "ensure", lambda *a, **kw: asked.update(kw))
+    args = SimpleNamespace(skip_tests=False, python=None, env_python="python3")
+    pin = Pin("sglang", "9.9.9", (PinnedWheel("3.11", "x.whl", "0" * 64),))
+    for release, keep in (("9.9.9", {"torch": "no CPU build"}), ("9.9.10", {})):
+        stack = SimpleNamespace(layout=Layout(tmp_path))
+        cli.test_env(stack, args, Pin(pin.name, release, pin.wheels), [tmp_path / "x.whl"])
+        assert asked["keep"] == keep

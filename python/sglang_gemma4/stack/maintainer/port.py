@@ -409,6 +409,13 @@ def drift_json(layout: Layout, port: Port) -> Path:
     return layout.root / "docs" / "drift" / f"{port.pin.name}-{port.release}.json"
 
 
+def kept_test_packages(layout: Layout, release: str) -> dict[str, str]:
+    """The port's [testenv.keep] where `release` has a port, so that a rebase's CPU environment is
+    the one its port-check builds (e.g. no CPU build of the release's torch); otherwise none."""
+    directory = layout.root / "ports" / release
+    return Port.load(directory).keep if (directory / PORT_FILE).is_file() else {}
+
+
 def port_dir(layout: Layout, release: str) -> Path:
     directory = layout.root / "ports" / release
     if not (directory / PORT_FILE).is_file():
