@@ -235,7 +235,10 @@ def test_kv_fp8_serves_the_kv_cache_in_fp8_and_is_off_by_default():
         (fp8,) = dry_run(variant, "--model", "m", "--no-prebuild", "--kv-fp8")
         assert "--kv-cache-dtype" not in plain
         assert fp8[fp8.index("--kv-cache-dtype") + 1] == "fp8_e4m3"
-        assert [a for a in fp8 if a not in presets.KV_FP8] == plain, variant  # nothing else changes
+        # nothing else changes, but an FP8 cache keeps the static KV split
+        assert [a for a in fp8 if a not in presets.KV_FP8] == [
+            a for a in plain if a not in presets.UNIFIED_KV
+        ], variant
         assert parse_server_args(fp8[fp8.index("--model-path") :]).kv_cache_dtype == "fp8_e4m3"
         assert parse_server_args(plain[plain.index("--model-path") :]).kv_cache_dtype == "auto"
     # with MTP too, and a user's own --kv-cache-dtype after -- still wins
@@ -262,7 +265,9 @@ def test_fused_moe_sum_for_the_moe_variant_only_as_the_profiler_runs_it(tmp_path
         served = [a for a in serve if a.startswith("--enable-")]
         assert ("--enable-fused-moe-sum-all-reduce" in served) is (variant == "26b-a4b"), variant
         profiled = profile.bench_one_batch_command(variant, tmp_path, tmp_path, [1], False, "run")
-        assert [a for a in profiled if a.startswith("--enable-")] == served, variant
+        # the model's own options alike; the KV pool's layout is the server's, not the model's
+        model_options = [a for a in served if a not in presets.UNIFIED_KV]
+        assert [a for a in profiled if a.startswith("--enable-")] == model_options, variant
 
 
 def test_the_shell_preset_is_the_launcher(tmp_path):
@@ -345,3 +350,24 @@ def test_a_harness_server_gets_what_the_launcher_makes_of_its_command_line(tmp_p
         dry_run=True,
     )
     assert launch.parse(every.argv()) == every
+
+
+def test_26b_a4b_serves_one_kv_buffer_unless_mtp_fp8_a_static_split_or_pristine(tmp_path):
+    """The unified KV pool where it was measured (26B-A4B without MTP, bf16 KV); --static-kv keeps
+    sglang's split, and so does every harness server of the pristine build, which cannot serve the
+    pool (0021)."""
+
+    def unified(*argv: str) -> bool:
+        (serve,) = dry_run(*argv, "--model", "m", "--no-prebuild")
+        return parse_server_args(serve[serve.index("--model-path") :]).enable_unified_memory
+
+    assert unified("26b-a4b") is True
+    for variant in ("e2b", "e4b", "31b"):
+        assert not unified(variant), variant
+    assert not unified("26b-a4b", "--static-kv")
+    assert not unified("26b-a4b", "--kv-fp8")
+    assert not unified("26b-a4b", "--mtp", "--draft", "d")
+    for build, expected in (("patched", True), ("pristine", False)):
+        s = Server("26b-a4b", build, tmp_path / "log", model="/m")
+        assert launch.parse(s.launch_options().argv()) == s.launch_options()
+        assert ("--enable-unified-memory" in shlex.split(s.describe())) is expected, build

@@ -3,8 +3,8 @@ this.
 
     python -m sglang_gemma4.gpu.serve.launch VARIANT [--model DIR] [--mtp] [--draft DIR] [--tp N]
         [--host H] [--port P] [--api-key K] [--admin-api-key K] [--no-structured-output]
-        [--no-parsers] [--kv-fp8] [--multimodal] [--no-prebuild] [--dry-run] [-- extra launch_server
-        flags]
+        [--no-parsers] [--kv-fp8] [--multimodal] [--static-kv] [--no-prebuild] [--dry-run]
+        [-- extra launch_server flags]
 
 The Python environment decides which build serves: source $PREFIX/env-patched.sh or env-pristine.sh
 (scripts/gpu/setup.sh) first, or have the patched wheel installed.  Extra flags after -- come last,
@@ -98,6 +98,14 @@ def parser() -> argparse.ArgumentParser:
         "Gemma4ForConditionalGeneration checkpoint, checkpoints/VARIANT-multimodal",
     )
     p.add_argument(
+        "--static-kv",
+        action="store_true",
+        help="26b-a4b: keep sglang's static split of the KV pool between full-attention and "
+        "sliding-window layers instead of the preset's one buffer for both "
+        "(--enable-unified-memory, which holds about 1.8x the full-attention tokens at the "
+        "model's window); --mtp and --kv-fp8 always use the split",
+    )
+    p.add_argument(
         "--dry-run", action="store_true", help="print the commands instead of running them"
     )
     return p
@@ -122,6 +130,7 @@ class Launch:
     no_parsers: bool = False
     kv_fp8: bool = False
     multimodal: bool = False
+    static_kv: bool = False
     dry_run: bool = False
     extra: tuple[str, ...] = ()
 
@@ -142,6 +151,7 @@ class Launch:
             "no_parsers",
             "kv_fp8",
             "multimodal",
+            "static_kv",
             "dry_run",
         ):
             value, flag = getattr(self, name), "--" + name.replace("_", "-")
@@ -201,6 +211,7 @@ def commands(args: Launch) -> tuple[list[str] | None, list[str]]:
             parsers=not args.no_parsers,
             kv_fp8=args.kv_fp8,
             multimodal=args.multimodal,
+            static_kv=args.static_kv,
         ),
         *args.extra,
     ]

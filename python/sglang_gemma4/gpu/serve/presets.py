@@ -13,6 +13,7 @@ from dataclasses import dataclass
 class Preset:
     mem_fraction_static: float  # weights + KV pool
     model_flags: tuple[str, ...] = ()  # sglang options that change how this variant's model runs
+    unified_kv: bool = False  # one KV buffer for both layer kinds (UNIFIED_KV), where measured
 
 
 # No --context-length: sglang serves the checkpoint's own window (max_position_embeddings: 262,144
@@ -26,7 +27,7 @@ PRESETS = {
     # (benchmark_results/sglang-0.5.12/
     # 2026-11-23-h100-26b-a4b-gdd00e9604a-coldstart-dual-stream-fused-sum); parity vs transformers
     # kept (2026-11-23-h100-all-gf4025de4e2-parity-ab-fused-rope).
-    "26b-a4b": Preset(0.85, ("--enable-fused-moe-sum-all-reduce",)),
+    "26b-a4b": Preset(0.85, ("--enable-fused-moe-sum-all-reduce",), unified_kv=True),
     "31b": Preset(0.88),  # 62.5 GB of weights: leave the KV pool room on 80 GB
 }
 
@@ -44,6 +45,16 @@ BACKENDS = (
     # between tokens lets greedy decoding repeat spaces or newlines until max_tokens
     "--constrained-json-disable-any-whitespace",
 )
+# One KV buffer for the full-attention and sliding-window layers (sglang's unified pool; 0021, 0022,
+# 0256, 0266): the full-attention layers take the bytes the running windows do not, so 26B-A4B at
+# its 262,144 window holds 914,311 full-attention tokens at an H100's budget, 509,521 on the static
+# split. Same call, H200, 26B-A4B: batch 1 x0.984, chat at 32 x0.990, at 64 x0.995 output
+# throughput; parity passes on all four shapes (benchmark_results/sglang-0.5.17/
+# 2026-11-28-h200-26b-a4b-e2b-ge5198188a1-unified-pool-ab-long-parity,
+# 2026-11-28-h200-e4b-31b-26b-a4b-ged5e9fd50e-unified-parity-chat64-openai-suite). Not with MTP
+# (sglang refuses it) nor an FP8 cache (its parity ran on the split); pristine sglang cannot serve
+# it (0021).
+UNIFIED_KV = ("--enable-unified-memory",)
 # Gemma-4's own tool-call and reasoning formats, parsed into tool_calls and reasoning_content
 PARSERS = ("--tool-call-parser", "gemma4", "--reasoning-parser", "gemma4")
 # A server without structured output (constrained requests are refused); the last repeated flag wins
@@ -125,11 +136,12 @@ def server_args(
     parsers: bool = True,
     kv_fp8: bool = False,
     multimodal: bool = False,
+    static_kv: bool = False,
 ) -> list[str]:
     """sglang.launch_server's arguments for `variant` served from `model` (a draft turns MTP on;
     structured_output=False serves without a grammar backend, parsers=False without PARSERS,
     kv_fp8=True with the KV cache in FP8, multimodal=True with the vision/audio towers:
-    MULTIMODAL)."""
+    MULTIMODAL; static_kv=True keeps the static KV split where the preset serves UNIFIED_KV)."""
     p = preset(variant)
     args = ["--load-format", "dummy"] if dummy_weights else []
     args += [
@@ -155,6 +167,8 @@ def server_args(
         args += NO_STRUCTURED_OUTPUT
     if kv_fp8:
         args += KV_FP8
+    elif p.unified_kv and not draft and not static_kv:
+        args += UNIFIED_KV
     if multimodal:
         args += MULTIMODAL
     if draft:

@@ -178,6 +178,8 @@ class Server:
             draft=self.draft,
             port=self.port,
             admin_api_key=self.admin_key,
+            # pristine sglang cannot serve the unified KV pool (patch 0021)
+            static_kv=self.build == "pristine",
             extra=tuple(self.extra),
         )
 
