@@ -21,6 +21,9 @@ from sglang_gemma4.gpu.checks.fuzz import route_case
 
 HEALTH_CHECKS = {"/health", "/health_generate"}
 FIXED_SEED = 20261127
+# the fixed seed's requests: its first 2,000 reach every route (the coverage check below), the
+# rest add cases at 3 ms each
+FIXED_COUNT = 3000
 RANDOM_SEED = session_seed()  # in the test id: a failure names it
 
 
@@ -69,7 +72,7 @@ def _send_all(rng, app, count, failures, reached):
 
 @pytest.mark.parametrize(
     "seed, count",
-    [(FIXED_SEED, 10000), (RANDOM_SEED, 1000)],
+    [(FIXED_SEED, FIXED_COUNT), (RANDOM_SEED, 1000)],
     ids=[f"fixed-seed-{FIXED_SEED}", f"random-seed-{RANDOM_SEED}"],
 )
 def test_no_generated_request_is_answered_5xx(seed, count):
@@ -80,7 +83,7 @@ def test_no_generated_request_is_answered_5xx(seed, count):
     assert not failures, f"seed {seed}: {len(failures)} of {count} requests:\n" + "\n".join(
         failures[:15]
     )
-    if count >= 10000:
+    if seed == FIXED_SEED:
         unreached = [
             r
             for r in routes.ROUTES

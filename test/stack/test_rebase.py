@@ -3,9 +3,12 @@ abort; already-upstream by text and by the patch's own tests (drop or keep); eve
 named, and a hunk that needs a dropped patch told apart from one upstream broke; rebase-check's
 report and drift-status."""
 
+import base64
+import hashlib
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -29,36 +32,37 @@ LANDED = "python/sglang/global_config.py"
 
 
 def newer_release(checkout, tmp: Path, edits: dict[str, str]) -> list[Path]:
-    """The pinned wheels with `edits` (repo path -> new text), repacked as NEW_VERSION."""
+    """The pinned wheels with `edits` (repo path -> new text), as NEW_VERSION: each member copied
+    into an uncompressed zip (a test reads its wheels once), RECORD's lines renamed and rehashed."""
+    old_info = f"sglang-{checkout.pin.version}.dist-info/"
+    new_info = f"sglang-{NEW_VERSION}.dist-info/"
+    changed = {path[len("python/") :]: text.encode() for path, text in edits.items()}
+    tmp.mkdir(parents=True, exist_ok=True)
     built = []
     for wheel in checkout.pin.wheels:
-        work = tmp / wheel.python
-        work.mkdir(parents=True)
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "wheel",
-                "unpack",
-                "-d",
-                str(work),
-                str(checkout.layout.cache_dir / wheel.file),
-            ],
-            check=True,
-            capture_output=True,
-        )
-        unpacked = work / f"sglang-{checkout.pin.version}"
-        for repo_path, text in edits.items():
-            (unpacked / repo_path[len("python/") :]).write_text(text)
-        info = unpacked / f"sglang-{checkout.pin.version}.dist-info"
-        info.rename(unpacked / f"sglang-{NEW_VERSION}.dist-info")
-        subprocess.run(
-            [sys.executable, "-m", "wheel", "pack", "-d", str(work), str(unpacked)],
-            check=True,
-            capture_output=True,
-        )
-        built += work.glob("*.whl")
+        target = tmp / wheel.file.replace(f"-{checkout.pin.version}-", f"-{NEW_VERSION}-")
+        with (
+            zipfile.ZipFile(checkout.layout.cache_dir / wheel.file) as old,
+            zipfile.ZipFile(target, "w") as new,
+        ):
+            for name in old.namelist():
+                data = changed[name] if name in changed else old.read(name)
+                if name == old_info + "RECORD":
+                    data = _record(data.decode(), changed, old_info, new_info).encode()
+                new.writestr(name.replace(old_info, new_info, 1), data)
+        built.append(target)
     return built
+
+
+def _record(text: str, changed: dict[str, bytes], old_info: str, new_info: str) -> str:
+    lines = []
+    for line in text.splitlines():
+        path = line.split(",", 1)[0]
+        if path in changed:
+            digest = base64.urlsafe_b64encode(hashlib.sha256(changed[path]).digest())
+            line = f"{path},sha256={digest.rstrip(b'=').decode()},{len(changed[path])}"
+        lines.append(line.replace(old_info, new_info, 1))
+    return "\n".join(lines) + "\n"
 
 
 def with_readme(checkout) -> None:
