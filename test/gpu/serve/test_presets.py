@@ -39,6 +39,7 @@ def test_every_preset_parses_with_sglangs_server_arguments(variant):
                 variant,
                 "/ckpt",
                 tp=2,
+                dp=3,
                 dummy_weights=True,
                 draft="/draft" if mtp else None,
                 api_key="k",
@@ -47,6 +48,7 @@ def test_every_preset_parses_with_sglangs_server_arguments(variant):
             assert (
                 parsed.model_path == "/ckpt"
                 and parsed.tp_size == 2
+                and parsed.dp_size == 3
                 and parsed.load_format == "dummy"
             )
             assert parsed.attention_backend == "triton" and parsed.grammar_backend == "xgrammar"
@@ -371,3 +373,11 @@ def test_26b_a4b_serves_one_kv_buffer_unless_mtp_fp8_a_static_split_or_pristine(
         s = Server("26b-a4b", build, tmp_path / "log", model="/m")
         assert launch.parse(s.launch_options().argv()) == s.launch_options()
         assert ("--enable-unified-memory" in shlex.split(s.describe())) is expected, build
+
+
+def test_dp_serves_copies_of_the_model_and_is_one_by_default():
+    (one,) = dry_run("31b", "--model", "m", "--no-prebuild")
+    (two,) = dry_run("31b", "--model", "m", "--no-prebuild", "--dp", "2", "--tp", "2")
+    assert parse_server_args(one[one.index("--model-path") :]).dp_size == 1
+    parsed = parse_server_args(two[two.index("--model-path") :])
+    assert (parsed.dp_size, parsed.tp_size) == (2, 2)

@@ -2,7 +2,7 @@
 this.
 
     python -m sglang_gemma4.gpu.serve.launch VARIANT [--model DIR] [--mtp] [--draft DIR] [--tp N]
-        [--host H] [--port P] [--api-key K] [--admin-api-key K] [--no-structured-output]
+        [--dp N] [--host H] [--port P] [--api-key K] [--admin-api-key K] [--no-structured-output]
         [--no-parsers] [--kv-fp8] [--multimodal] [--static-kv] [--no-prebuild] [--dry-run]
         [-- extra launch_server flags]
 
@@ -49,6 +49,13 @@ def parser() -> argparse.ArgumentParser:
         "checkpoints/VARIANT-assistant, config-only, made on first use, dummy weights)",
     )
     p.add_argument("--tp", type=int, default=1, help="tensor parallel size")
+    p.add_argument(
+        "--dp",
+        type=int,
+        default=1,
+        help="data parallel size: DP copies of the model (each on TP GPUs), requests spread "
+        "among them by sglang's controller",
+    )
     p.add_argument(
         "--host", default="127.0.0.1", help="bind address (default: not exposed unless asked)"
     )
@@ -121,6 +128,7 @@ class Launch:
     mtp: bool = False
     draft: str | None = None
     tp: int = 1
+    dp: int = 1
     host: str = "127.0.0.1"
     port: int = 30000
     api_key: str | None = None
@@ -143,6 +151,7 @@ class Launch:
             "mtp",
             "draft",
             "tp",
+            "dp",
             "host",
             "api_key",
             "admin_api_key",
@@ -201,6 +210,7 @@ def commands(args: Launch) -> tuple[list[str] | None, list[str]]:
             args.variant,
             model,
             tp=args.tp,
+            dp=args.dp,
             host=args.host,
             port=args.port,
             dummy_weights=dummy,

@@ -214,6 +214,18 @@ def tp2_ab(choice, args, out):
     ).steps(out, workloads=args["workloads"].split())
 
 
+def dp2_ab(choice, args, out):
+    """data parallel 2 (sglang's --dp-size: a copy of the model per GPU, requests spread by its
+    controller) vs one GPU, patched build, same call, on two GPUs (nvidia-h200-x2): chat at 32 and
+    at 64 (workloads=), decode graphs to 64, no prefill graphs (CHOICE, default 26b-a4b)"""
+    return Comparison(
+        "dp2-ab-{variant}",
+        ("one-gpu=patched", "dp2=patched --dp-size 2"),
+        ("chat-at-32", "chat-at-64"),
+        (*presets.DECODE_GRAPHS, "--cuda-graph-backend-prefill", "disabled"),
+    ).steps(out, choice, workloads=args["workloads"].split())
+
+
 def mtp_sides(
     name: str,
     variant: str,

@@ -115,6 +115,7 @@ STAGES = {
     "memory": Stage(e.memory),
     "tp2-parity": Stage(e.tp2_parity),
     "tp2-ab": Stage(e.tp2_ab, workloads("TP2_WORKLOADS")),
+    "dp2-ab": Stage(e.dp2_ab, {"workloads": Arg()}),
     "mtp-fill": Stage(
         e.mtp_fill,
         {
