@@ -369,8 +369,12 @@ def test_26b_a4b_serves_one_kv_buffer_unless_mtp_fp8_a_static_split_or_pristine(
     assert not unified("26b-a4b", "--static-kv")
     assert not unified("26b-a4b", "--kv-fp8")
     assert not unified("26b-a4b", "--mtp", "--draft", "d")
-    for build, expected in (("patched", True), ("pristine", False)):
-        s = Server("26b-a4b", build, tmp_path / "log", model="/m")
+    for build, static, expected in (
+        ("patched", False, True),
+        ("patched", True, False),
+        ("pristine", False, False),
+    ):
+        s = Server("26b-a4b", build, tmp_path / "log", model="/m", static_kv=static)
         assert launch.parse(s.launch_options().argv()) == s.launch_options()
         assert ("--enable-unified-memory" in shlex.split(s.describe())) is expected, build
 

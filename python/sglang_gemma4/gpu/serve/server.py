@@ -158,6 +158,7 @@ class Server:
     port: int = 30000
     extra: list[str] = field(default_factory=list)
     env: dict = field(default_factory=dict)
+    static_kv: bool = False  # the launcher's --static-kv (the pristine build always has it)
     # --admin-api-key, for a run that calls admin routes (/start_profile): the patched build closes
     # them without one; a fresh key per server (admin_key() makes one)
     admin_key: str | None = None
@@ -179,7 +180,7 @@ class Server:
             port=self.port,
             admin_api_key=self.admin_key,
             # pristine sglang cannot serve the unified KV pool (patch 0021)
-            static_kv=self.build == "pristine",
+            static_kv=self.static_kv or self.build == "pristine",
             extra=tuple(self.extra),
         )
 

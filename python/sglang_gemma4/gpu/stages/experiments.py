@@ -754,20 +754,22 @@ def kv_capacity(choice, args, out):
     ]
 
 
-# the long-context setups: the builds as the preset serves them at the model's own window, and the
-# patched build on sglang's unified hybrid pool (full-attention and SWA KV in one buffer), each also
-# with FP8 KV, and the patched build with 0105's packed full-layer extend attention off
+# the long-context setups: the builds as the preset serves them at the model's own window (26B-A4B's
+# patched build on sglang's unified hybrid pool, full-attention and SWA KV in one buffer), the
+# patched build on the static split and on the unified pool, each also with FP8 KV, and the patched
+# build with 0105's packed full-layer extend attention off
 FP8 = " ".join(presets.KV_FP8)
 LONG_SETUPS = {
     "pristine": "",
     "patched": "",
+    "static": "--static-kv",
     "unified": "--enable-unified-memory",
     "fp8": FP8,
     "unified-fp8": f"--enable-unified-memory {FP8}",
     "no-gqa-pack": "SGLANG_OPT_EXTEND_ATTENTION_GQA_PACK=0",
     "no-gemm": "SGLANG_OPT_EXTEND_ATTENTION_GEMM=0",
 }
-LONG_DEFAULT = ("pristine", "patched", "unified")
+LONG_DEFAULT = ("pristine", "static", "unified")
 LONG_WORKLOADS = ("long-16k", "long-64k", "long-128k", "long-250k", "long-4x60k")
 
 
@@ -776,10 +778,11 @@ def long_context(choice, args, out):
     decode graphs only: one prompt of 16K, 64K, 128K, 250K tokens at a time, four of 60K and two of
     250K at once, 64 output tokens each (workloads=; also long-128k-beside-chat,
     long-3x60k-beside-chat: 8 streams decoding while a 128K or three 60K prompts prefill); setups
-    pristine, patched, unified (the patched build on one KV buffer for both layer kinds), fp8 and
-    unified-fp8 (those with FP8 KV), no-gqa-pack (the patched build with patch 0105's packed
-    full-layer extend attention off), no-gemm (0185's GEMM path off); CHOICE picks them (default the
-    first three); flags= adds launch flags to every server"""
+    pristine, patched (as the preset serves the variant), static (the patched build on the static
+    KV split), unified (on one KV buffer for both layer kinds), fp8 and unified-fp8 (those with FP8
+    KV), no-gqa-pack (the patched build with patch 0105's packed full-layer extend attention off),
+    no-gemm (0185's GEMM path off); CHOICE picks them (default pristine, static, unified); flags=
+    adds launch flags to every server"""
     names = choice or list(LONG_DEFAULT)
     unknown = [n for n in names if n not in LONG_SETUPS]
     if unknown:
