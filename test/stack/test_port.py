@@ -3,6 +3,7 @@ report, applies exactly, and its report is written from its data."""
 
 import hashlib
 import json
+import zipfile
 from pathlib import Path
 
 from stack_helpers import make_patch, replace_line
@@ -240,6 +241,14 @@ def test_the_kept_port_is_consistent_with_the_series():
         )
 
 
+def _one_file_release(checkout, path: str, text: str) -> tuple[str, str]:
+    """A cached release wheel holding only `path`: each check builds its tree in milliseconds."""
+    wheel = checkout.layout.cache_dir / "sglang-9.9.9-cp311-cp311-manylinux_2_34_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(path[len("python/") :], text)
+    return wheel.name, hashlib.sha256(wheel.read_bytes()).hexdigest()
+
+
 def test_check_compares_the_report_and_a_new_dropped_line_needs_only_a_re_render(
     tmp_path, checkout
 ):
@@ -248,13 +257,12 @@ def test_check_compares_the_report_and_a_new_dropped_line_needs_only_a_re_render
     good = make_patch("good", path, old, old + "# ported\n")
     root = checkout.root
     _main(root, {"0010-good.patch": good})
-    wheel = checkout.pin.wheel()
     p = _port(
         root,
         {"0010-good.patch": _sha(good)},
         {},
         patches={"0010-good.patch": good},
-        wheel=(wheel.file, wheel.sha256),
+        wheel=_one_file_release(checkout, path, old),
     )
     (p.directory / port.RESULTS).write_text(
         json.dumps(

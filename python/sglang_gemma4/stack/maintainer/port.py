@@ -40,7 +40,6 @@ from sglang_gemma4.stack.worktree import (
     AppliedPatch,
     State,
     base_message,
-    commit_directory,
     git_apply,
     unpack_wheel,
 )
@@ -203,13 +202,11 @@ def build_tree(port: Port, wheel: Path, tree: Path) -> tuple[list[PatchFile], li
     git.run("init", "-q")
     (tree / ".git" / "info").mkdir(parents=True, exist_ok=True)
     (tree / ".git" / "info" / "exclude").write_text("__pycache__/\n*.pyc\n")
-    staging = tree.parent / f".{tree.name}.unpack"
-    shutil.rmtree(staging, ignore_errors=True)
-    unpack_wheel(wheel, staging)
+    unpack_wheel(wheel, tree)  # in place: committed from the index, never checked out again
     pinned = next((w for w in port.pin.wheels if w.file == wheel.name), port.pin.wheel())
-    head = commit_directory(git, staging, base_message(port.pin, pinned))
-    shutil.rmtree(staging)
-    git.run("reset", "-q", "--hard", head)
+    git.run("add", "-A", ".")
+    head = git.commit_tree(git.out("write-tree"), None, base_message(port.pin, pinned))
+    git.run("update-ref", "HEAD", head)
     state = State(
         version=port.pin.version, wheel_file=pinned.file, wheel_sha256=pinned.sha256, base=head
     )
