@@ -354,8 +354,9 @@ def test_a_harness_server_gets_what_the_launcher_makes_of_its_command_line(tmp_p
     assert launch.parse(every.argv()) == every
 
 
-def test_26b_a4b_serves_one_kv_buffer_unless_mtp_fp8_a_static_split_or_pristine(tmp_path):
-    """The unified KV pool where it was measured (26B-A4B without MTP, bf16 KV); --static-kv keeps
+def test_26b_a4b_serves_one_kv_buffer_unless_mtp_fp8_tp_a_static_split_or_pristine(tmp_path):
+    """The unified KV pool where it was measured (26B-A4B without MTP, bf16 KV, one GPU a model
+    copy); --static-kv keeps
     sglang's split, and so does every harness server of the pristine build, which cannot serve the
     pool (0021)."""
 
@@ -369,6 +370,7 @@ def test_26b_a4b_serves_one_kv_buffer_unless_mtp_fp8_a_static_split_or_pristine(
     assert not unified("26b-a4b", "--static-kv")
     assert not unified("26b-a4b", "--kv-fp8")
     assert not unified("26b-a4b", "--mtp", "--draft", "d")
+    assert not unified("26b-a4b", "--tp", "2") and unified("26b-a4b", "--dp", "2")
     for build, static, expected in (
         ("patched", False, True),
         ("patched", True, False),

@@ -110,7 +110,7 @@ def parser() -> argparse.ArgumentParser:
         help="26b-a4b: keep sglang's static split of the KV pool between full-attention and "
         "sliding-window layers instead of the preset's one buffer for both "
         "(--enable-unified-memory, which holds about 1.8x the full-attention tokens at the "
-        "model's window); --mtp and --kv-fp8 always use the split",
+        "model's window); --mtp, --kv-fp8 and --tp above 1 always use the split",
     )
     p.add_argument(
         "--dry-run", action="store_true", help="print the commands instead of running them"

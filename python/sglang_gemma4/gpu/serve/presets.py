@@ -51,9 +51,9 @@ BACKENDS = (
 # split. Same call, H200, 26B-A4B: batch 1 x0.984, chat at 32 x0.990, at 64 x0.995 output
 # throughput; parity passes on all four shapes (benchmark_results/sglang-0.5.17/
 # 2026-11-28-h200-26b-a4b-e2b-ge5198188a1-unified-pool-ab-long-parity,
-# 2026-11-28-h200-e4b-31b-26b-a4b-ged5e9fd50e-unified-parity-chat64-openai-suite). Not with MTP
-# (sglang refuses it) nor an FP8 cache (its parity ran on the split); pristine sglang cannot serve
-# it (0021).
+# 2026-11-28-h200-e4b-31b-26b-a4b-ged5e9fd50e-unified-parity-chat64-openai-suite). On one GPU per
+# model copy only; not with MTP (sglang refuses it) nor an FP8 cache (parity and tensor parallelism
+# ran on the split); pristine sglang cannot serve it (0021).
 UNIFIED_KV = ("--enable-unified-memory",)
 # Gemma-4's own tool-call and reasoning formats, parsed into tool_calls and reasoning_content
 PARSERS = ("--tool-call-parser", "gemma4", "--reasoning-parser", "gemma4")
@@ -170,7 +170,7 @@ def server_args(
         args += NO_STRUCTURED_OUTPUT
     if kv_fp8:
         args += KV_FP8
-    elif p.unified_kv and not draft and not static_kv:
+    elif p.unified_kv and tp == 1 and not draft and not static_kv:
         args += UNIFIED_KV
     if multimodal:
         args += MULTIMODAL
