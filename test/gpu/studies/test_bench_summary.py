@@ -114,6 +114,17 @@ def test_pool_sizes_are_read_from_the_server_log():
         "swa_layer_tokens": 59353,
         "max_total_num_tokens": 395689,
     }
+    # on the unified pool: each side's cap, logged after the static split's sizes
+    unified = log.replace(
+        "\nmax_total",
+        "\n[..] total_bytes=1 (=0.00 GB), full_max_total_num_tokens=500000, "
+        "swa_max_total_num_tokens=60000, joint_available=7 slots\nmax_total",
+    )
+    assert pool_sizes(unified) == {
+        "full_layer_tokens": 500000,
+        "swa_layer_tokens": 60000,
+        "max_total_num_tokens": 395689,
+    }
 
 
 def test_patched_env_pairs():

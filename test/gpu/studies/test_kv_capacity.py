@@ -128,6 +128,21 @@ def test_post_capture_kv_sizing_is_what_the_server_holds():
     assert found["free_after_start_gib"] == 8.90
 
 
+def test_the_unified_pool_is_one_buffer_with_each_sides_cap():
+    """--enable-unified-memory logs the static split (0017's line) before its own summary: the
+    summary's caps and bytes are what the server holds."""
+    unified = LOG_0517.replace(
+        "[2026-11-24 10:02:00 TP0] max_total",
+        "[2026-11-24 10:01:50 TP0] [unified-memory-pool]   total_bytes=75583610880 (=70.39 GB), "
+        "full_max_total_num_tokens=3598426, swa_max_total_num_tokens=83009, joint_available="
+        "335508 slots\n[2026-11-24 10:02:00 TP0] max_total",
+    )
+    found = parse_sglang(unified)
+    assert (found["full_tokens"], found["swa_tokens"]) == (3_598_426, 83_009)
+    assert found["kv_total_gib"] == pytest.approx(70.39, abs=0.005)
+    assert found["full_gib"] is None and found["swa_gib"] is None
+
+
 def test_vllm_log():
     r = rows(LOG_VLLM, gpu_total_gib=79.19)
     assert r["memory granted by the fraction (GiB)"] == pytest.approx(0.85 * 79.19)

@@ -27,12 +27,21 @@ STAMP = re.compile(
 )
 FIELD = re.compile(r"(#?[a-z][a-z_ -]*?): ([\d.]+)")
 GEN_THROUGHPUT = re.compile(r"gen throughput \(token/s\): ([\d.]+)")
-POOL_SIZE = re.compile(r"(full_layer_tokens|swa_layer_tokens|max_total_num_tokens)=(\d+)")
+POOL_SIZE = re.compile(
+    r"\b(full_layer_tokens|swa_layer_tokens|max_total_num_tokens|full_max_total_num_tokens"
+    r"|swa_max_total_num_tokens)=(\d+)"
+)
+# the unified pool (one buffer for both KV kinds) logs each side's cap after the static split's
+# sizes, which it then replaces
+UNIFIED_CAPS = {
+    "full_max_total_num_tokens": "full_layer_tokens",
+    "swa_max_total_num_tokens": "swa_layer_tokens",
+}
 
 
 def pool_sizes(log: str) -> dict:
     """The KV pool sizes the server logs at start-up (tokens per layer type)."""
-    return {name: int(value) for name, value in POOL_SIZE.findall(log)}
+    return {UNIFIED_CAPS.get(name, name): int(value) for name, value in POOL_SIZE.findall(log)}
 
 
 def parse(log: str) -> list[dict]:

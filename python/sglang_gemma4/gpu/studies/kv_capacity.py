@@ -52,6 +52,12 @@ KV_ALLOCATED = re.compile(
 # GB."
 GRAPH_END = re.compile(r"Capture [\w ]*?(?:CUDA|cuda) graph end\..*?mem usage=([\d.]+) GB")
 POOLS = re.compile(r"full_layer_tokens=(\d+), swa_layer_tokens=(\d+)")
+# sglang's unified pool (one buffer for both KV kinds): its bytes and each side's cap, which the
+# static split's line before it (POOLS) does not give
+UNIFIED = re.compile(
+    r"total_bytes=(\d+) \(=[\d.]+ GB\), full_max_total_num_tokens=(\d+), "
+    r"swa_max_total_num_tokens=(\d+)"
+)
 POST_CAPTURE_KV = re.compile(
     r"Post-capture KV sizing: KV cache allocated\..*?KV size: ([\d.]+) GB, "
     r"avail mem=([\d.]+) GB"
@@ -107,6 +113,11 @@ def parse_sglang(text: str) -> dict:
             float(post_capture[0]),
             float(post_capture[1]),
         )
+        found["full_gib"] = found["swa_gib"] = None
+    unified = _last(UNIFIED, text)
+    if unified:  # one buffer: the sides' caps, the buffer's size, no pool of its own per side
+        found["full_tokens"], found["swa_tokens"] = int(unified[1]), int(unified[2])
+        found["kv_total_gib"] = int(unified[0]) / 2**30
         found["full_gib"] = found["swa_gib"] = None
     graphs = GRAPH_END.findall(text)
     found["graphs_gib"] = sum(map(float, graphs)) if graphs else None
