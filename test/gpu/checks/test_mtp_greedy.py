@@ -272,3 +272,11 @@ def test_both_servers_run_with_the_given_environment(tmp_path):
     )
     assert off.env == on.env == {"SGLANG_OPT_X": "1"} and not off.mtp and on.mtp
     assert "SGLANG_OPT_X=1" in on.describe()
+
+
+def test_both_servers_share_the_static_kv_split_that_mtp_serves_with(tmp_path):
+    """26B-A4B's preset serves without MTP on the unified pool and with MTP on the split: the
+    greedy comparison keeps the pool's layout (and KV_FLAGS' meaning) the same on both sides."""
+    for server in mtp_greedy.servers("26b-a4b", tmp_path / "t", tmp_path / "d", tmp_path):
+        assert "--enable-unified-memory" not in server.describe()
+        assert "--swa-full-tokens-ratio 0.25" in server.describe()

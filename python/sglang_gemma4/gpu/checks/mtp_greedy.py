@@ -304,7 +304,8 @@ def servers(
     variant: str, target: Path, draft: Path, out: Path, env: dict | None = None
 ) -> tuple[Server, Server]:
     """The patched build serving the target greedy without MTP, then with the draft (both with
-    `env`, e.g. an opt-in switch)."""
+    `env`, e.g. an opt-in switch), both on the static KV split that MTP serves with and KV_FLAGS
+    size."""
     flags, env = [*KV_FLAGS, *GRAPHS], env or {}
     return (
         Server(
@@ -314,6 +315,7 @@ def servers(
             model=str(target),
             extra=flags,
             env=env,
+            static_kv=True,
         ),
         Server(
             variant,
