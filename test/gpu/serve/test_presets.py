@@ -356,9 +356,8 @@ def test_a_harness_server_gets_what_the_launcher_makes_of_its_command_line(tmp_p
 
 def test_26b_a4b_serves_one_kv_buffer_unless_mtp_fp8_tp_a_static_split_or_pristine(tmp_path):
     """The unified KV pool where it was measured (26B-A4B without MTP, bf16 KV, one GPU a model
-    copy); --static-kv keeps
-    sglang's split, and so does every harness server of the pristine build, which cannot serve the
-    pool (0021)."""
+    copy); --static-kv keeps sglang's split, and so does every harness server of the pristine
+    build, which cannot serve the pool (0021)."""
 
     def unified(*argv: str) -> bool:
         (serve,) = dry_run(*argv, "--model", "m", "--no-prebuild")

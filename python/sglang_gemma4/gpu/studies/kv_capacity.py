@@ -28,6 +28,7 @@ import re
 import sys
 from pathlib import Path
 
+from sglang_gemma4.gpu.serve.pool_usage import pool_sizes
 from sglang_gemma4.gpu.serve.variants import VARIANTS
 
 NUMBER = r"([\d,]+(?:\.\d+)?)"
@@ -51,13 +52,8 @@ KV_ALLOCATED = re.compile(
 # decode, prefill and draft captures; 0.5.12: "Capture cuda graph end. Time elapsed: ... mem usage=X
 # GB."
 GRAPH_END = re.compile(r"Capture [\w ]*?(?:CUDA|cuda) graph end\..*?mem usage=([\d.]+) GB")
-POOLS = re.compile(r"full_layer_tokens=(\d+), swa_layer_tokens=(\d+)")
-# sglang's unified pool (one buffer for both KV kinds): its bytes and each side's cap, which the
-# static split's line before it (POOLS) does not give
-UNIFIED = re.compile(
-    r"total_bytes=(\d+) \(=[\d.]+ GB\), full_max_total_num_tokens=(\d+), "
-    r"swa_max_total_num_tokens=(\d+)"
-)
+# sglang's unified pool (one buffer for both KV kinds): the buffer's bytes, beside each side's cap
+UNIFIED_BYTES = re.compile(r"total_bytes=(\d+) \(=[\d.]+ GB\), full_max_total_num_tokens=")
 POST_CAPTURE_KV = re.compile(
     r"Post-capture KV sizing: KV cache allocated\..*?KV size: ([\d.]+) GB, "
     r"avail mem=([\d.]+) GB"
@@ -93,10 +89,9 @@ def is_vllm(text: str) -> bool:
 
 def parse_sglang(text: str) -> dict:
     found = {key: _first(pattern, text) for key, pattern in SGLANG.items()}
-    pools = _last(POOLS, text)
-    found["full_tokens"], found["swa_tokens"] = (
-        (int(pools[0]), int(pools[1])) if pools else (None, None)
-    )
+    pools = pool_sizes(text)  # the unified pool's caps replace the static split's sizes
+    found["full_tokens"] = pools.get("full_layer_tokens")
+    found["swa_tokens"] = pools.get("swa_layer_tokens")
     # each pool's allocation line, told apart by its token count (0.5.12's lines carry no label)
     sizes = {}
     for tokens, k, v, kv in KV_ALLOCATED.findall(text):
@@ -114,10 +109,9 @@ def parse_sglang(text: str) -> dict:
             float(post_capture[1]),
         )
         found["full_gib"] = found["swa_gib"] = None
-    unified = _last(UNIFIED, text)
-    if unified:  # one buffer: the sides' caps, the buffer's size, no pool of its own per side
-        found["full_tokens"], found["swa_tokens"] = int(unified[1]), int(unified[2])
-        found["kv_total_gib"] = int(unified[0]) / 2**30
+    unified = UNIFIED_BYTES.findall(text)
+    if unified:  # one buffer: its size, no pool of its own per side
+        found["kv_total_gib"] = int(unified[-1]) / 2**30
         found["full_gib"] = found["swa_gib"] = None
     graphs = GRAPH_END.findall(text)
     found["graphs_gib"] = sum(map(float, graphs)) if graphs else None
