@@ -12,7 +12,8 @@
 # the run ends or is stopped, to $OUT/results.tgz (the device tool returns few files); the tables are
 # printed last. DRY_RUN=1 prints every command instead (and the sglang servers each would start), with
 # no GPU and no bundle: test/gpu/test_run.py checks them all. $PREFIX: where setup.sh installs
-# the bundle (default /tmp/sglang-gemma4).
+# the bundle (default /tmp/sglang-gemma4). $SGLANG_GEMMA4_PORT: where its servers listen (default
+# 30000): another port and CUDA_VISIBLE_DEVICES let a second run share a machine's other GPUs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PREFIX=${PREFIX:-/tmp/sglang-gemma4}

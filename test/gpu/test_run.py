@@ -46,7 +46,8 @@ ARGS = {
     "profile": ":env=SGLANG_OPT_GEMMA4_MOE_DUAL_STREAM=0",
     "step-trace": ":setups=a=patched; b=pristine:streams=32:prompt-len=1000",
     "coldstart": f":starts={' '.join(experiments.COLDSTARTS)}",
-    "tp2-ab": ":" + ",".join(experiments.TP2_SETUPS),
+    "multi-gpu-ab": ":setups=" + " ".join(experiments.MULTI_GPU_SETUPS),
+    "multi-gpu-parity": ":setups=" + " ".join(experiments.MULTI_GPU_SETUPS),
     "swa": ":" + ",".join(experiments.SWA_SETUPS),
     "kv-capacity": ":" + ",".join(experiments.KV_PARTS),
     "mtp": ":" + ",".join(presets.SIMULATED_ACCEPT_LEN),
@@ -104,6 +105,28 @@ def test_every_server_parses_with_sglangs_own_arguments():
         parsed = parse_server_args(argv[3:])
         assert parsed.attention_backend == "triton", argv  # the preset is under every server
         assert build in ("pristine", "patched")
+
+
+def test_multi_gpu_servers_are_the_preset_at_their_size():
+    """Two GPUs, as the preset serves them: 26B-A4B on the KV split at tp 2 (unified only on one GPU
+    per model copy), on the unified pool at dp 2."""
+    sizes = set()
+    for _, _, argv in commands("sglang.launch_server"):
+        parsed = parse_server_args(argv[3:])
+        if parsed.tp_size == parsed.dp_size == 1:
+            continue
+        variant = Path(parsed.model_path).name
+        sizes.add((variant, "dummy" in argv, parsed.tp_size, parsed.dp_size))
+        if variant == "26b-a4b":
+            assert parsed.enable_unified_memory == (parsed.tp_size == 1), argv
+        assert argv.count("--tp-size") == 1 and argv.count("--dp-size") == 1, argv
+    # multi-gpu-ab's servers (dummy weights) and multi-gpu-parity's (random weights)
+    assert sizes == {
+        (v, dummy, tp, dp)
+        for v in ("26b-a4b", "31b")
+        for dummy in (True, False)
+        for tp, dp in ((2, 1), (1, 2))
+    }
 
 
 def test_every_bench_one_batch_run_parses_with_sglangs_own_arguments():
@@ -259,7 +282,8 @@ def test_unknown_experiments_and_setups_are_refused(tmp_path):
     for stage, message in (
         ("no-such", "unknown stage"),
         ("swa:r0.9", "unknown setup r0.9"),
-        ("tp2-ab:fast", "unknown setup fast"),
+        ("multi-gpu-ab:setups=tp4", "unknown setup tp4"),
+        ("multi-gpu-parity:setups=tp2 tp8", "unknown setup tp8"),
         ("kv-capacity:r48", "unknown part r48"),
         ("mtp:e2b", "no MTP draft for 'e2b'"),
         ("fuzz:rounds=3", "unknown argument rounds"),

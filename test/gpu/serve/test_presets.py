@@ -354,6 +354,31 @@ def test_a_harness_server_gets_what_the_launcher_makes_of_its_command_line(tmp_p
     assert launch.parse(every.argv()) == every
 
 
+def test_the_launchers_options_among_a_servers_flags_go_to_the_launcher(tmp_path):
+    """A setup's --tp 2 (or sglang's --tp-size 2) must reach the preset, which serves 26B-A4B's KV
+    split at tp 2: passed past it, sglang would run tp 2 on the pool the preset chose for tp 1."""
+    for flags in (["--tp", "2"], ["--tp-size", "2"], ["--tp-size=2"]):
+        s = Server("26b-a4b", "patched", tmp_path / "log", model="/m", extra=[*flags, "--x", "1"])
+        assert (s.launch_options().tp, s.launch_options().extra) == (2, ("--x", "1")), flags
+        served = shlex.split(s.describe().split(": ", 1)[1])
+        assert "--enable-unified-memory" not in served and served.count("--tp-size") == 1
+    dp = Server("26b-a4b", "patched", tmp_path / "log", model="/m", extra=["--dp-size", "2"])
+    assert dp.launch_options().dp == 2 and "--enable-unified-memory" in dp.describe()
+    static = Server("26b-a4b", "patched", tmp_path / "log", model="/m", extra=["--static-kv"])
+    assert static.launch_options().static_kv and "--static-kv" not in static.describe()
+    for bad in (["--tp"], ["--tp", "two"], ["--dp-size=0"]):
+        with pytest.raises(ValueError, match="positive number of GPUs"):
+            server.launcher_options(bad)
+
+
+def test_servers_listen_on_the_port_the_run_names(tmp_path, monkeypatch):
+    assert Server("e2b", "patched", tmp_path / "log").port == 30000
+    monkeypatch.setenv(server.PORT_ENV, "40000")
+    s = Server("e2b", "patched", tmp_path / "log")
+    assert s.port == 40000 and s.url == "http://127.0.0.1:40000"
+    assert s.launch_options().port == 40000
+
+
 def test_26b_a4b_serves_one_kv_buffer_unless_mtp_fp8_tp_a_static_split_or_pristine(tmp_path):
     """The unified KV pool where it was measured (26B-A4B without MTP, bf16 KV, one GPU a model
     copy); --static-kv keeps sglang's split, and so does every harness server of the pristine

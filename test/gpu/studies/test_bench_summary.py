@@ -77,9 +77,9 @@ def test_setups_parse_name_build_environment_and_flags():
         ("--swa-full-tokens-ratio", "0.15", "--disable-radix-cache"),
     )
     assert parse_setup("base=pristine") == Setup("base", "pristine")
-    # the launcher's --static-kv is no sglang flag: it becomes the server's
-    static = parse_setup("static=patched --max-running-requests 8 --static-kv")
-    assert static == Setup("static", "patched", {}, ("--max-running-requests", "8"), True)
+    # the launcher's own options stay among the flags: the server hands them to the launcher
+    static = parse_setup("static=patched --max-running-requests 8 --static-kv --tp 2")
+    assert static.flags == ("--max-running-requests", "8", "--static-kv", "--tp", "2")
     for bad in ("", "r0.8", "r0.8=other", "=patched", "a b=patched"):
         with pytest.raises(SystemExit, match="--config"):
             parse_setup(bad)

@@ -31,6 +31,36 @@ IDLE_CHECK_S = 5
 # package on top
 LAUNCHER = ("python3", "-m", "sglang_gemma4.gpu.serve.launch")
 PORT_WAIT_S = 90  # for a server a cut-off run is still stopping (Server.stop waits up to 60 s)
+# The launcher's own options, which may come among a server's extra flags: the preset decides with
+# them (26B-A4B serves the unified KV pool at tp 1 and the split at tp 2), so sglang's --tp-size and
+# --dp-size are read as the launcher's --tp and --dp rather than passed past the preset.
+LAUNCHER_NUMBERS = {"--tp": "tp", "--tp-size": "tp", "--dp": "dp", "--dp-size": "dp"}
+# Where the servers listen: another port lets a second run share the machine, on its other GPUs
+# (CUDA_VISIBLE_DEVICES)
+PORT_ENV = "SGLANG_GEMMA4_PORT"
+
+
+def default_port() -> int:
+    return int(os.environ.get(PORT_ENV, "30000"))
+
+
+def launcher_options(flags: list[str]) -> tuple[dict, list[str]]:
+    """({launch.Launch field: value} for the launcher's options among `flags` (--static-kv, --tp N,
+    --dp N, or sglang's --tp-size/--dp-size), the rest of the flags for sglang)."""
+    options, rest = {}, []
+    words = iter(flags)
+    for word in words:
+        name, eq, value = word.partition("=")
+        if word == "--static-kv":
+            options["static_kv"] = True
+        elif name in LAUNCHER_NUMBERS:
+            value = value if eq else next(words, "")
+            if not value.isdigit() or int(value) < 1:
+                raise ValueError(f"{name} wants a positive number of GPUs, got {value!r}")
+            options[LAUNCHER_NUMBERS[name]] = int(value)
+        else:
+            rest.append(word)
+    return options, rest
 
 
 def http_json(
@@ -155,7 +185,8 @@ class Server:
     model: str | None = None
     mtp: bool = False  # the preset's MTP (assistant draft) mode
     draft: str | None = None  # the MTP draft checkpoint (default: the preset's config-only one)
-    port: int = 30000
+    port: int = field(default_factory=default_port)
+    # launch_server flags after the preset's; the launcher's own options among them go to it
     extra: list[str] = field(default_factory=list)
     env: dict = field(default_factory=dict)
     static_kv: bool = False  # the launcher's --static-kv (the pristine build always has it)
@@ -172,6 +203,7 @@ class Server:
     def launch_options(self) -> launch.Launch:
         """The launcher's options for this server; extra flags last, so that they win over the
         preset."""
+        options, flags = launcher_options(self.extra)
         return launch.Launch(
             self.variant,
             model=self.model,
@@ -179,9 +211,11 @@ class Server:
             draft=self.draft,
             port=self.port,
             admin_api_key=self.admin_key,
+            tp=options.get("tp", 1),
+            dp=options.get("dp", 1),
             # pristine sglang cannot serve the unified KV pool (patch 0021)
-            static_kv=self.static_kv or self.build == "pristine",
-            extra=tuple(self.extra),
+            static_kv=self.static_kv or options.get("static_kv", False) or self.build == "pristine",
+            extra=tuple(flags),
         )
 
     def command(self) -> list[str]:

@@ -8,15 +8,28 @@ from pathlib import Path
 
 from sglang_gemma4.gpu import REPO
 from sglang_gemma4.gpu.serve import presets
-from sglang_gemma4.gpu.stages.steps import Comparison, Step, env_words, harness, named
+from sglang_gemma4.gpu.stages.steps import (
+    Comparison,
+    Step,
+    env_words,
+    harness,
+    known,
+    named,
+)
 
 # The fused kernels' kill switches (0030: the PLE tail; 0040: the MoE norms).
 KERNELS_OFF = "SGLANG_OPT_USE_FUSED_GEMMA4_PLE_TAIL=0 SGLANG_OPT_USE_FUSED_GEMMA4_MOE_NORMS=0"
-TP2_SETUPS = {
-    "fused": "",
-    "unfused": "--enforce-disable-flashinfer-allreduce-fusion",
-    "no-custom-ar": "--disable-custom-all-reduce",
-}  # 0003's JIT all-reduce off
+# More than one GPU (nvidia-h200-x2), patched build: tensor parallel 2 (with sglang's FlashInfer
+# allreduce + RMSNorm fusion, without it, or without its custom all-reduce) and data parallel 2 (a
+# model copy per GPU, requests spread by sglang's controller), each against one GPU. --tp and --dp
+# are the launcher's: the preset then serves as it does at that size
+MULTI_GPU_SETUPS = {
+    "one-gpu": "",
+    "tp2": "--tp 2",
+    "tp2-unfused": "--tp 2 --enforce-disable-flashinfer-allreduce-fusion",
+    "tp2-no-custom-ar": "--tp 2 --disable-custom-all-reduce",
+    "dp2": "--dp 2",
+}
 SWA_SETUPS = {
     "r0.8": "--swa-full-tokens-ratio 0.8",
     "r0.15": "--swa-full-tokens-ratio 0.15",
@@ -179,50 +192,43 @@ def memory(choice, args, out):
     ]
 
 
-def tp2_parity(choice, args, out):
-    """tensor parallel 2, patched build, reduced-layer 31B vs transformers: FlashInfer's allreduce +
-    RMSNorm fusion on and off (sglang serves TP unfused, with only a warning, when flashinfer.comm
-    does not import)"""
+def multi_gpu_parity(choice, args, out):
+    """more than one GPU vs transformers: reduced-layer random-weight checkpoints (CHOICE, default
+    26b-a4b,31b) served by the patched build in each setup of setups= (default tp2 dp2; also
+    tp2-unfused, tp2-no-custom-ar: sglang serves TP unfused, with only a warning, when
+    flashinfer.comm does not import, so that import is checked first)"""
     check = Step(
         ("python3", "-c", "import flashinfer.comm"),
         build="patched",
         report=out / "flashinfer-comm.txt",
     )
+    setups = known(MULTI_GPU_SETUPS, args["setups"].split(), "multi-gpu-parity")
     return [check] + [
         harness(
             "checks.parity",
             "--variants",
-            *(choice or ["31b"]),
+            *(choice or ["26b-a4b", "31b"]),
             "--builds",
             "patched",
             "--out",
-            str(out / f"tp2-parity-{mode}"),
+            str(out / f"multi-gpu-parity-{name}"),
             "--server-flags",
-            shlex.join(["--tp-size", "2", *TP2_SETUPS[mode].split()]),
+            MULTI_GPU_SETUPS[name],
         )
-        for mode in ("fused", "unfused")
+        for name in setups
     ]
 
 
-def tp2_ab(choice, args, out):
-    """tensor parallel 2, full 31B shape, patched build: setups fused, unfused (no allreduce
-    fusion), no-custom-ar (0003's JIT all-reduce off); CHOICE picks setups (default fused,unfused);
-    workloads="""
-    setups = named(TP2_SETUPS, choice or ["fused", "unfused"], "tp2-ab")
+def multi_gpu_ab(choice, args, out):
+    """more than one GPU vs one, patched build, same call (CHOICE, default 26b-a4b,31b): the setups
+    of setups= (default one-gpu tp2 dp2; also tp2-unfused, tp2-no-custom-ar) under batch-1 decode
+    and chat at 64 (workloads=), decode graphs to 64, no prefill graphs"""
     return Comparison(
-        "tp2-ab", setups, ("chat",), ("--tp-size", "2", *DECODE_ONLY), ("31b",)
-    ).steps(out, workloads=args["workloads"].split())
-
-
-def dp2_ab(choice, args, out):
-    """data parallel 2 (sglang's --dp-size: a copy of the model per GPU, requests spread by its
-    controller) vs one GPU, patched build, same call, on two GPUs (nvidia-h200-x2): chat at 32 and
-    at 64 (workloads=), decode graphs to 64, no prefill graphs (CHOICE, default 26b-a4b)"""
-    return Comparison(
-        "dp2-ab-{variant}",
-        ("one-gpu=patched", "dp2=patched --dp-size 2"),
-        ("chat-at-32", "chat-at-64"),
+        "multi-gpu-ab-{variant}",
+        named(MULTI_GPU_SETUPS, args["setups"].split(), "multi-gpu-ab"),
+        ("batch1", "chat-at-64"),
         (*presets.DECODE_GRAPHS, "--cuda-graph-backend-prefill", "disabled"),
+        ("26b-a4b", "31b"),
     ).steps(out, choice, workloads=args["workloads"].split())
 
 
@@ -315,11 +321,13 @@ def openai_suite_images(choice, args, out):
 
 def structured_cost(choice, args, out):
     """the preset's structured output (xgrammar) vs --grammar-backend none, patched build, same
-    call: unconstrained batch-1 decode and chat at 32 (workloads=) (CHOICE, default 26b-a4b)"""
+    call: unconstrained batch-1 decode and chat at 32 (workloads=), decode graphs only (a grammar
+    weighs on decode steps) (CHOICE, default 26b-a4b)"""
     return Comparison(
         "structured-cost-{variant}",
         ("none=patched --grammar-backend none", "xgrammar=patched"),
         ("batch1", "chat"),
+        DECODE_ONLY,
     ).steps(out, choice, workloads=args["workloads"].split())
 
 
@@ -768,6 +776,10 @@ LONG_SETUPS = {
     "unified-fp8": f"--enable-unified-memory {FP8}",
     "no-gqa-pack": "SGLANG_OPT_EXTEND_ATTENTION_GQA_PACK=0",
     "no-gemm": "SGLANG_OPT_EXTEND_ATTENTION_GEMM=0",
+    # what the running streams get while a long prompt prefills: sglang's decode steps mixed into
+    # the prefill chunks, or chunks of 4,096 tokens (the preset's are sglang's, by GPU memory)
+    "mixed-chunk": "--enable-mixed-chunk",
+    "chunk-4k": "--chunked-prefill-size 4096",
 }
 LONG_DEFAULT = ("pristine", "static", "unified")
 LONG_WORKLOADS = ("long-16k", "long-64k", "long-128k", "long-250k", "long-4x60k")
@@ -781,14 +793,10 @@ def long_context(choice, args, out):
     pristine, patched (as the preset serves the variant), static (the patched build on the static
     KV split), unified (on one KV buffer for both layer kinds), fp8 and unified-fp8 (those with FP8
     KV), no-gqa-pack (the patched build with patch 0105's packed full-layer extend attention off),
-    no-gemm (0185's GEMM path off); CHOICE picks them (default pristine, static, unified); flags=
-    adds launch flags to every server"""
-    names = choice or list(LONG_DEFAULT)
-    unknown = [n for n in names if n not in LONG_SETUPS]
-    if unknown:
-        raise SystemExit(
-            f"run: long: unknown setup {', '.join(unknown)} (one of {', '.join(LONG_SETUPS)})"
-        )
+    no-gemm (0185's GEMM path off), mixed-chunk (decode steps mixed into the prefill chunks),
+    chunk-4k (prefill chunks of 4,096 tokens); CHOICE picks them (default pristine, static,
+    unified); flags= adds launch flags to every server"""
+    names = known(LONG_SETUPS, choice or list(LONG_DEFAULT), "long")
     setups = tuple(
         f"{n}={'pristine' if n == 'pristine' else 'patched'} {LONG_SETUPS[n]}".strip()
         for n in names

@@ -52,13 +52,19 @@ def with_env(setup: str, env: dict[str, str]) -> str:
     return " ".join([head, *env_words(env), *([rest] if rest else [])])
 
 
-def named(catalog: dict[str, str], names: list[str], stage: str) -> tuple[str, ...]:
+def known(catalog: dict[str, str], names: list[str], stage: str) -> list[str]:
+    """`names`, each a setup of the stage's `catalog`, or the run refused."""
     unknown = [n for n in names if n not in catalog]
     if unknown:
         raise SystemExit(
             f"run: {stage}: unknown setup {', '.join(unknown)} (one of {', '.join(catalog)})"
         )
-    return tuple(f"{n}=patched {catalog[n]}".strip() for n in names)
+    return names
+
+
+def named(catalog: dict[str, str], names: list[str], stage: str) -> tuple[str, ...]:
+    """The patched build in each named setup of `catalog`, as bench --config specs."""
+    return tuple(f"{n}=patched {catalog[n]}".strip() for n in known(catalog, names, stage))
 
 
 @dataclass(frozen=True)

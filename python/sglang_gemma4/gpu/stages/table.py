@@ -113,9 +113,10 @@ STAGES = {
         },
     ),
     "memory": Stage(e.memory),
-    "tp2-parity": Stage(e.tp2_parity),
-    "tp2-ab": Stage(e.tp2_ab, workloads("TP2_WORKLOADS")),
-    "dp2-ab": Stage(e.dp2_ab, {"workloads": Arg()}),
+    "multi-gpu-parity": Stage(e.multi_gpu_parity, {"setups": Arg("tp2 dp2")}),
+    "multi-gpu-ab": Stage(
+        e.multi_gpu_ab, {"setups": Arg("one-gpu tp2 dp2"), **workloads("TP2_WORKLOADS")}
+    ),
     "mtp-fill": Stage(
         e.mtp_fill,
         {

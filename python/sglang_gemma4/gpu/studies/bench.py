@@ -8,7 +8,7 @@
 A setup is a build (pristine or patched) with its environment and extra launch flags: `--builds`
 gives the plain builds, `--config` named variations of them, e.g.
 `--config 'r0.15=patched SGLANG_OPT_SWA_RELEASE_LEAF_LOCK_AFTER_WINDOW=1 --swa-full-tokens-ratio
-0.15'`; `--static-kv` among the flags is the launcher's (the preset's static KV split). For each
+0.15'`; the launcher's options among the flags go to it (--static-kv, --tp N, --dp N). For each
 setup: start the server (launch preset), run every workload (random-ids prompts, no dataset
 download), stop it.  Appends to DIR/bench.jsonl (bench_serving's records plus setup/
 variant/workload, the server's KV pool sizes and its pool usage during the workload; for the batch-1
@@ -140,7 +140,6 @@ class Setup:
     build: str
     env: dict = field(default_factory=dict)
     flags: tuple = ()
-    static_kv: bool = False  # the launcher's --static-kv
 
 
 def parse_setup(spec: str) -> Setup:
@@ -153,13 +152,7 @@ def parse_setup(spec: str) -> Setup:
         )
     pairs = list(itertools.takewhile(ENV_PAIR.match, words[1:]))
     flags = words[1 + len(pairs) :]
-    return Setup(
-        name,
-        build,
-        patched_env(pairs),
-        tuple(f for f in flags if f != "--static-kv"),
-        "--static-kv" in flags,
-    )
+    return Setup(name, build, patched_env(pairs), tuple(flags))
 
 
 def add_setup_arguments(parser: argparse.ArgumentParser) -> None:
@@ -494,7 +487,6 @@ def main() -> int:
             mtp=args.mtp,
             extra=[*args.extra, *setup.flags],
             env=setup.env,
-            static_kv=setup.static_kv,
         )
         if args.dry_run:
             print(server.describe())
