@@ -264,7 +264,8 @@ def mtp_fill(choice, args, out):
 def mtp_ab(choice, args, out):
     """MTP off vs on, patched build, same call, MTP at the variant's simulated acceptance (CHOICE,
     default 26b-a4b,31b): batch-1 decode and chat at 32 (workloads=; sides=, env= as in mtp-fill;
-    flags= replaces the servers' graph flags, e.g. decode graphs only for a shorter 31B start)"""
+    flags= replaces the servers' graph flags, e.g. decode graphs only for a shorter 31B start; with
+    --static-kv among them 26B-A4B's MTP-off side keeps MTP's KV split, not the unified pool)"""
     flags = tuple(args["flags"].split())
     return [
         step

@@ -5,7 +5,9 @@
     python -m sglang_gemma4.gpu.studies.profile --report DIR/<variant>-<label>-profile.jsonl
 
 Two runs of `sglang.bench_one_batch` on the variant's config-only checkpoint (full size, dummy
-weights), prompt 256 tokens, 32 decode steps per batch size:
+weights), prompt 256 tokens, 32 decode steps per batch size, on sglang's static KV split for both
+builds (pristine cannot serve the unified pool that 26B-A4B's preset serves: its served decode step
+differs by the pool's indexing only, chat at 64 x0.995 on it):
 - CUDA graphs on: the median decode step time, which is what serving sees;
 - CUDA graphs off, the torch profiler on 3 decode steps: every GPU kernel's time, for attribution.
 Writes DIR/<variant>-<label>-profile.jsonl (per batch size: graph step time, eager kernel time per
