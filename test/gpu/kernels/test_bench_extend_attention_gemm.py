@@ -3,11 +3,14 @@ the bench's defaults, and one case measured end to end on CPU through Triton's i
 stand-in for bf16, a counting timer): one row per size, the GEMM path agrees with the packed
 kernel."""
 
+from pathlib import Path
+
 import patched_tree  # noqa: F401  (the patched sglang first on sys.path, Triton interpreted on CPU)
 import pytest
 import torch
 
 from sglang_gemma4.gpu.kernels import bench_extend_attention_gemm as bench
+from sglang_gemma4.gpu.kernels import bench_extend_attention_gqa_pack as gqa_pack
 from sglang_gemma4.gpu.stages.table import expand
 
 
@@ -39,14 +42,34 @@ def test_defaults():
     args = bench.parser().parse_args(["--out", "x"])
     assert args.prefixes == [0, 8192, 32768, 122880] and args.chunks == [8192]
     assert args.models == ["26B-A4B", "31B"] and args.kv_dtypes == ["bf16", "fp8"]
-    assert args.sizes == [bench.DEFAULT_SIZE]
+    assert args.sizes == [bench.DEFAULT_SIZE] and args.layouts == ["split"]
+    (step,) = expand("extend-gemm:layouts=split unified", Path("/o")).steps
+    assert step.argv[5:] == ("--layouts", "split", "unified")
+    assert bench.parser().parse_args(list(step.argv[3:])).layouts == ["split", "unified"]
+
+
+@pytest.mark.parametrize("kv_dtype", ["bf16", "fp8"])
+def test_the_unified_layout_holds_the_same_rows_an_envelope_apart(kv_dtype):
+    """The same cache, laid out as the unified pool lays it: each row one envelope (every full
+    layer's K and V) after the last, the values unchanged."""
+    split = gqa_pack.inputs("26B-A4B", kv_dtype, 9, 5, device="cpu")
+    unified = gqa_pack.inputs("26B-A4B", kv_dtype, 9, 5, device="cpu", layout="unified")
+    row = split["k_buffer"][0].numel()
+    for name in ("k_buffer", "v_buffer"):
+        assert split[name].stride(0) == row
+        assert unified[name].stride(0) == 2 * gqa_pack.FULL_LAYERS["26B-A4B"] * row
+        assert torch.equal(unified[name].float(), split[name].float())
+    assert torch.equal(unified["q"], split["q"]) and torch.equal(
+        unified["kv_indices"], split["kv_indices"]
+    )
 
 
 @pytest.mark.skipif(
     torch.cuda.is_available(), reason="Triton's interpreter runs it on CPU hosts only"
 )
 @pytest.mark.parametrize("kv_dtype", ["bf16", "fp8"])
-def test_one_case_measured_on_cpu(monkeypatch, kv_dtype):
+@pytest.mark.parametrize("layout", ["split", "unified"])
+def test_one_case_measured_on_cpu(monkeypatch, kv_dtype, layout):
     calls = []
 
     def timer(fn, repeats):  # packed first, then each size: 10 ms, 4 ms, ...
@@ -56,11 +79,22 @@ def test_one_case_measured_on_cpu(monkeypatch, kv_dtype):
 
     sizes = ["4:512", "16:100000"]
     rows = bench.measure_case(
-        "26B-A4B", kv_dtype, 9, 5, sizes, 2, timer=timer, device="cpu", dtype=torch.float32
+        "26B-A4B",
+        kv_dtype,
+        9,
+        5,
+        sizes,
+        2,
+        timer=timer,
+        layout=layout,
+        device="cpu",
+        dtype=torch.float32,
     )
     assert calls == [2] * 3
     assert [r["size"] for r in rows] == sizes
     for r in rows:
         assert (r["packed_ms"], r["gemm_ms"], r["speedup"]) == (10.0, 4.0, 2.5)
         assert r["max_rel_diff"] < 1e-4
-        assert bench.table_row(r).startswith(f"| 26B-A4B | {kv_dtype} | 9 | 5 | {r['size']} |")
+        assert bench.table_row(r).startswith(
+            f"| 26B-A4B | {kv_dtype} | {layout} | 9 | 5 | {r['size']} |"
+        )

@@ -4,10 +4,12 @@ the GPU this runs on.
 
     python -m sglang_gemma4.gpu.kernels.bench_extend_attention_gemm --out DIR
         [--prefixes 0 8192 32768 122880] [--chunks 8192] [--models 26B-A4B 31B]
-        [--kv-dtypes bf16 fp8] [--sizes 2048:33554432 ...] [--repeats 3]
+        [--kv-dtypes bf16 fp8] [--sizes 2048:33554432 ...] [--layouts split unified] [--repeats 3]
 
 The inputs are the gqa-pack bench's (one request's chunk of new tokens after a cached prefix at
-shuffled pool slots, head dim 512, fp8 read back with k/v scales). A size is
+shuffled pool slots, head dim 512, fp8 read back with k/v scales), the cache rows laid out as the
+static KV split holds them (split) or as the unified pool does (unified: a token's rows of every
+full layer in one envelope). A size is
 KEY_BLOCK:SCORE_ELEMENTS (keys per GEMM, fp32 scores held at once). Each call is timed with CUDA
 events (median of --repeats after a warm-up call); each GEMM output is compared with the packed
 kernel's. Writes
@@ -22,6 +24,7 @@ from pathlib import Path
 import torch
 
 from sglang_gemma4.gpu.kernels.bench_extend_attention_gqa_pack import (
+    LAYOUTS,
     MAX_REL_DIFF,
     SM_SCALE,
     cuda_ms,
@@ -57,10 +60,10 @@ def gemm_path(data: dict, out: torch.Tensor, key_block: int, score_elements: int
 
 
 def measure_case(
-    model, kv_dtype, prefix, chunk, sizes, repeats, timer=cuda_ms, **input_kwargs
+    model, kv_dtype, prefix, chunk, sizes, repeats, timer=cuda_ms, layout="split", **input_kwargs
 ) -> list[dict]:
     """One row per size: packed and GEMM ms, their ratio, the GEMM output's difference."""
-    data = inputs(model, kv_dtype, prefix, chunk, **input_kwargs)
+    data = inputs(model, kv_dtype, prefix, chunk, layout=layout, **input_kwargs)
     packed_out = torch.empty_like(data["q"])
     packed_ms = timer(lambda: packed_kernel(data, packed_out, "m32n64w8s2"), repeats)
     largest = packed_out.float().abs().max().item()
@@ -76,6 +79,7 @@ def measure_case(
             dict(
                 model=model,
                 kv_dtype=kv_dtype,
+                layout=layout,
                 prefix=prefix,
                 chunk=chunk,
                 size=size,
@@ -90,7 +94,8 @@ def measure_case(
 
 def table_row(r: dict) -> str:
     return (
-        f"| {r['model']} | {r['kv_dtype']} | {r['prefix']} | {r['chunk']} | {r['size']} | "
+        f"| {r['model']} | {r['kv_dtype']} | {r['layout']} | {r['prefix']} | {r['chunk']} | "
+        f"{r['size']} | "
         f"{r['packed_ms']:.2f} | {r['gemm_ms']:.2f} | {r['speedup']:.2f}x | "
         f"{r['max_rel_diff']:.1e} |"
     )
@@ -100,6 +105,7 @@ def parser() -> argparse.ArgumentParser:
     parser = layer_parser(__doc__, [0, 8192, 32768, 122880])
     parser.add_argument("--chunks", nargs="+", type=int, default=[8192])
     parser.add_argument("--sizes", nargs="+", default=[DEFAULT_SIZE])
+    parser.add_argument("--layouts", nargs="+", default=["split"], choices=LAYOUTS)
     return parser
 
 
@@ -114,15 +120,17 @@ def main() -> int:
         f"packed: 0105's kernel (tile m32n64w8s2); GEMM: 0185, size KEY_BLOCK:SCORE_ELEMENTS; ms "
         f"per call, median of {args.repeats}",
         "",
-        "| layer | KV | prefix | new tokens | size | packed ms | GEMM ms | packed/GEMM | rel "
-        "diff |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| layer | KV | layout | prefix | new tokens | size | packed ms | GEMM ms | packed/GEMM | "
+        "rel diff |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     print("\n".join(lines), flush=True)
     worst = 0.0
-    cases = itertools.product(args.models, args.kv_dtypes, args.prefixes, args.chunks)
-    for model, kv_dtype, prefix, chunk in cases:
-        for r in measure_case(model, kv_dtype, prefix, chunk, args.sizes, args.repeats):
+    cases = itertools.product(args.models, args.kv_dtypes, args.layouts, args.prefixes, args.chunks)
+    for model, kv_dtype, layout, prefix, chunk in cases:
+        for r in measure_case(
+            model, kv_dtype, prefix, chunk, args.sizes, args.repeats, layout=layout
+        ):
             worst = max(worst, r["max_rel_diff"])
             lines.append(table_row(r))
             print(lines[-1], flush=True)

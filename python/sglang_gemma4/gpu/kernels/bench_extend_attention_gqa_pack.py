@@ -33,6 +33,11 @@ HEAD_DIM = 512
 KV_DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
 KV_SCALES = {"bf16": (1.0, 1.0), "fp8": (0.5, 2.0)}  # k_scale, v_scale
 SWITCH = "SGLANG_OPT_EXTEND_ATTENTION_GQA_PACK"
+# Where a full layer's KV rows lie: sglang's static split keeps each layer's rows side by side; its
+# unified pool keeps a token's K and V of every full layer in one envelope, so one layer's rows lie
+# an envelope apart (26B-A4B: 5 full layers x K and V x 2 KiB = 20 KiB, as its server logs)
+FULL_LAYERS = {"26B-A4B": 5, "31B": 10}
+LAYOUTS = ("split", "unified")
 MAX_REL_DIFF = 2e-2
 SM_SCALE = 0.125
 
@@ -45,8 +50,10 @@ def inputs(
     device: str = "cuda",
     dtype: torch.dtype = torch.bfloat16,
     seed: int = 0,
+    layout: str = "split",
 ) -> dict:
-    """One request: `prefix` cached tokens at shuffled pool slots, then `chunk` new ones."""
+    """One request: `prefix` cached tokens at shuffled pool slots, then `chunk` new ones, the cache
+    rows in `layout` (LAYOUTS)."""
     q_heads, kv_heads = MODELS[model]
     g = torch.Generator().manual_seed(seed)
 
@@ -60,6 +67,12 @@ def inputs(
     k_extend, v_extend = k_buffer[new_slots], v_buffer[new_slots]
     if kv_dtype == "fp8":
         k_buffer, v_buffer = k_buffer.to(KV_DTYPES["fp8"]), v_buffer.to(KV_DTYPES["fp8"])
+    if layout == "unified":
+        envelope = torch.zeros(
+            rows, 2 * FULL_LAYERS[model], kv_heads, HEAD_DIM, dtype=k_buffer.dtype, device=device
+        )
+        envelope[:, 0], envelope[:, 1] = k_buffer, v_buffer
+        k_buffer, v_buffer = envelope[:, 0], envelope[:, 1]
     k_scale, v_scale = KV_SCALES[kv_dtype]
     return dict(
         q=randn(chunk, q_heads, HEAD_DIM),

@@ -555,13 +555,15 @@ def extend_gemm(choice, args, out):
     """patch 0185: extend attention on 26B-A4B's and 31B's full layers, 0105's packed kernel vs the
     tiled-GEMM path with each size of sizes= (KEY_BLOCK:SCORE_ELEMENTS): chunks of chunks= new
     tokens (default 8,192) after prefixes of 0-120K (prefixes=), bf16 and fp8 KV (kv=), both models
-    (models=), ms per call and the GEMM output vs the packed one (patched build)"""
+    (models=), the cache rows as the static split holds them or as the unified pool does (layouts=
+    split unified), ms per call and the GEMM output vs the packed one (patched build)"""
     options = {
         "prefixes": "--prefixes",
         "chunks": "--chunks",
         "sizes": "--sizes",
         "models": "--models",
         "kv": "--kv-dtypes",
+        "layouts": "--layouts",
     }
     picked = [w for key, flag in options.items() if args[key] for w in (flag, *args[key].split())]
     return [

@@ -167,7 +167,14 @@ STAGES = {
     ),
     "extend-gemm": Stage(
         e.extend_gemm,
-        {"prefixes": Arg(), "chunks": Arg(), "sizes": Arg(), "models": Arg(), "kv": Arg()},
+        {
+            "prefixes": Arg(),
+            "chunks": Arg(),
+            "sizes": Arg(),
+            "models": Arg(),
+            "kv": Arg(),
+            "layouts": Arg(),
+        },
     ),
     "opt-in-ab": Stage(
         e.opt_in_ab,
