@@ -17,13 +17,21 @@ def series(checkout, log_dir) -> None:
     """0010's test detects it; 0020's passes without it. Each test records when it ran."""
     a, b = "python/sglang/srt/server_args.py", "python/sglang/version.py"
     old_a, old_b = checkout.upstream_file(a), checkout.upstream_file(b)
+    # a run waits (up to 30 s) until another has started: runs side by side then overlap whatever
+    # the machine's load, runs one after another do not
     timing = (
         "def record(name):\n"
         "    import time\n"
-        f"    log = Path({str(log_dir)!r}) / f'{{name}}-{{os.getpid()}}.json'\n"
+        f"    runs = Path({str(log_dir)!r})\n"
+        "    me = f'{name}-{os.getpid()}'\n"
         "    start = time.time()\n"
-        "    time.sleep(1.0)\n"
-        "    log.write_text(__import__('json').dumps([start, time.time()]))\n\n\n"
+        "    (runs / f'{me}.start').touch()\n"
+        "    while time.time() < start + 30 and not [\n"
+        "        p for p in runs.glob('*.start') if p.stem != me\n"
+        "    ]:\n"
+        "        time.sleep(0.05)\n"
+        "    time.sleep(0.2)\n"
+        "    (runs / f'{me}.json').write_text(__import__('json').dumps([start, time.time()]))\n\n\n"
     )
     detecting = write_test(
         checkout,
