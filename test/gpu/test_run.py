@@ -223,12 +223,12 @@ def test_mtp_flags_replace_the_graph_flags_of_both_mtp_ab_sides(tmp_path):
     )
 
 
-def test_mtp_ab_with_static_kv_among_its_flags_serves_both_sides_on_the_kv_split(tmp_path):
+def test_mtp_stages_with_static_kv_among_their_flags_serve_both_sides_on_the_kv_split(tmp_path):
     """26B-A4B serves the unified pool without MTP and the split with it: --static-kv in flags=
     keeps the MTP-off side on MTP's split, so that the comparison changes MTP alone."""
 
-    def unified_per_side(flags: str) -> list[bool]:
-        steps = table.expand(f"mtp-ab:26b-a4b:flags={flags}", tmp_path).steps
+    def unified_per_side(stage: str, flags: str) -> list[bool]:
+        steps = table.expand(f"{stage}:flags={flags}", tmp_path).steps
         lines = []
         for step in steps[:-1]:  # the last one only summarizes
             done = subprocess.run(
@@ -240,8 +240,12 @@ def test_mtp_ab_with_static_kv_among_its_flags_serves_both_sides_on_the_kv_split
             lines += done.stdout.splitlines()
         return ["--enable-unified-memory" in line for line in lines]
 
-    assert unified_per_side("--cuda-graph-max-bs-decode 32") == [True, False]
-    assert unified_per_side("--cuda-graph-max-bs-decode 32 --static-kv") == [False, False]
+    for stage in ("mtp-ab:26b-a4b", "mtp-fill"):
+        assert unified_per_side(stage, "--cuda-graph-max-bs-decode 32") == [True, False]
+        assert unified_per_side(stage, "--cuda-graph-max-bs-decode 32 --static-kv") == [
+            False,
+            False,
+        ]
 
 
 def test_spec_step_gives_its_servers_the_switches_and_names_the_setup(tmp_path):

@@ -257,8 +257,10 @@ def mtp_sides(
 def mtp_fill(choice, args, out):
     """the MTP preset (26B-A4B + draft, patched) under summarization 8000/1000 x 80, which fills the
     SWA pool, and chat: MTP off then on (sides= picks the sides, workloads= the workloads, env= adds
-    KEY=VALUE)"""
-    return mtp_sides("mtp-fill", "26b-a4b", ("summarization-80", "chat"), DECODE_ONLY, args, out)
+    KEY=VALUE; flags= replaces the servers' graph flags, decode graphs only by default: with
+    --static-kv among them the MTP-off side keeps MTP's KV split, not the unified pool)"""
+    flags = tuple(args["flags"].split())
+    return mtp_sides("mtp-fill", "26b-a4b", ("summarization-80", "chat"), flags, args, out)
 
 
 def mtp_ab(choice, args, out):

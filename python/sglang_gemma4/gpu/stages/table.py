@@ -122,6 +122,7 @@ STAGES = {
         {
             "sides": Arg("off on", "MTP_SETUPS"),
             "env": Arg(env="MTP_ENV"),
+            "flags": Arg(" ".join(presets.BENCH_GRAPHS_DECODE_ONLY)),
             **workloads("MTP_WORKLOADS"),
         },
     ),
