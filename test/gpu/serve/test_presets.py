@@ -400,7 +400,8 @@ def test_26b_a4b_serves_one_kv_buffer_unless_mtp_fp8_tp_a_static_split_or_pristi
         ("patched", True, False),
         ("pristine", False, False),
     ):
-        s = Server("26b-a4b", build, tmp_path / "log", model="/m", static_kv=static)
+        flags = ["--static-kv"] if static else []
+        s = Server("26b-a4b", build, tmp_path / "log", model="/m", extra=flags)
         assert launch.parse(s.launch_options().argv()) == s.launch_options()
         assert ("--enable-unified-memory" in shlex.split(s.describe())) is expected, build
 

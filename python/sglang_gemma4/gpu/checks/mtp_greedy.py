@@ -313,9 +313,8 @@ def servers(
             "patched",
             out / f"{variant}-mtp-off.log",
             model=str(target),
-            extra=flags,
+            extra=[*flags, "--static-kv"],
             env=env,
-            static_kv=True,
         ),
         Server(
             variant,

@@ -189,7 +189,6 @@ class Server:
     # launch_server flags after the preset's; the launcher's own options among them go to it
     extra: list[str] = field(default_factory=list)
     env: dict = field(default_factory=dict)
-    static_kv: bool = False  # the launcher's --static-kv (the pristine build always has it)
     # --admin-api-key, for a run that calls admin routes (/start_profile): the patched build closes
     # them without one; a fresh key per server (admin_key() makes one)
     admin_key: str | None = None
@@ -214,7 +213,7 @@ class Server:
             tp=options.get("tp", 1),
             dp=options.get("dp", 1),
             # pristine sglang cannot serve the unified KV pool (patch 0021)
-            static_kv=self.static_kv or options.get("static_kv", False) or self.build == "pristine",
+            static_kv=options.get("static_kv", False) or self.build == "pristine",
             extra=tuple(flags),
         )
 
