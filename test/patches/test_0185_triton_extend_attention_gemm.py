@@ -97,6 +97,34 @@ def test_the_unified_pools_buffers():
     torch.testing.assert_close(out.float(), reference(data, 0.3), rtol=TOLERANCE, atol=TOLERANCE)
 
 
+def test_only_blocks_of_the_chunks_own_keys_are_masked_causally(monkeypatch):
+    """Cached keys lie before every row of the chunk: their blocks skip the causal mask. Each
+    softmax program spans its block's keys at a power of two of at least a quarter block, so a
+    request compiles few shapes; the output still matches float32."""
+    launches = []
+    kernel = eg._online_softmax_block
+
+    class Recorder:
+        def __getitem__(self, grid):
+            def launch(*args, **meta):
+                launches.append((args[6], meta))
+                return kernel[grid](*args, **meta)
+
+            return launch
+
+    monkeypatch.setattr(eg, "_online_softmax_block", Recorder())
+    prefix, new, key_block = 40, 23, 16
+    data = extend_requests([(prefix, new)], 4, 2, 32, DTYPE, seed=5)
+    out = through_gemm(data, 0.3, key_block=key_block, score_elements=4 * key_block * 8)
+    torch.testing.assert_close(out.float(), reference(data, 0.3), rtol=TOLERANCE, atol=TOLERANCE)
+    blocks = {(meta["CAUSAL"], n_keys, meta["BLOCK_K"]) for n_keys, meta in launches}
+    # the prefix's blocks of 16, 16, 8 keys; the chunk's own blocks grow with each tile of 8
+    assert {b for b in blocks if not b[0]} == {(False, 16, 16), (False, 8, 8)}
+    assert {b[1] for b in blocks if b[0]} == {8, 16, 7}
+    assert {b[2] for b in blocks} <= {4, 8, 16}
+    assert all(meta["BLOCK_K"] >= n_keys for n_keys, meta in launches)
+
+
 # --- which requests the backend sends there ---------------------------------------------------
 
 
