@@ -36,6 +36,8 @@ def test_experiment_runs_the_bench_on_the_patched_build(tmp_path):
     )
     args = bench.parser().parse_args(list(step.argv[3:]))
     assert args.sizes == ["1024:1000", "4096:2000"] and args.chunks == [2048]
+    (step,) = expand("extend-gemm:against=.call/old.py", tmp_path).steps
+    assert step.argv[5:] == ("--against", ".call/old.py")
 
 
 def test_defaults():
@@ -43,6 +45,7 @@ def test_defaults():
     assert args.prefixes == [0, 8192, 32768, 122880] and args.chunks == [8192]
     assert args.models == ["26B-A4B", "31B"] and args.kv_dtypes == ["bf16", "fp8"]
     assert args.sizes == [bench.DEFAULT_SIZE] and args.layouts == ["split"]
+    assert args.against == []
     (step,) = expand("extend-gemm:layouts=split unified", Path("/o")).steps
     assert step.argv[5:] == ("--layouts", "split", "unified")
     assert bench.parser().parse_args(list(step.argv[3:])).layouts == ["split", "unified"]
@@ -98,3 +101,42 @@ def test_one_case_measured_on_cpu(monkeypatch, kv_dtype, layout):
         assert bench.table_row(r).startswith(
             f"| 26B-A4B | {kv_dtype} | {layout} | 9 | 5 | {r['size']} |"
         )
+
+
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="Triton's interpreter runs it on CPU hosts only"
+)
+def test_another_revision_is_timed_beside_the_installed_one(tmp_path):
+    """--against: a file of 0185's module (here the installed one's source with a slower softmax
+    tile, to tell them apart) runs on the same inputs after the installed module, size by size."""
+    old = tmp_path / "older.py"
+    source = Path(bench.eg.__file__).read_text()
+    old.write_text(source.replace("_SOFTMAX_TILE = 8192", "_SOFTMAX_TILE = 64"))
+    tiles = []
+
+    def timer(fn, repeats):
+        fn()
+        tiles.append(fn.__defaults__[-1]._SOFTMAX_TILE if fn.__defaults__ else None)
+        return 1.0
+
+    rows = bench.measure_case(
+        "26B-A4B",
+        "bf16",
+        9,
+        5,
+        ["4:512", "16:100000"],
+        1,
+        timer=timer,
+        against=[str(old)],
+        device="cpu",
+        dtype=torch.float32,
+    )
+    assert [(r["size"], r["revision"]) for r in rows] == [
+        ("4:512", "installed"),
+        ("4:512", str(old)),
+        ("16:100000", "installed"),
+        ("16:100000", str(old)),
+    ]
+    assert tiles == [None, 8192, 64, 8192, 64]
+    assert all(r["max_rel_diff"] < 1e-4 for r in rows)
+    assert f"| 4:512 | {old} |" in bench.table_row(rows[1])

@@ -5,6 +5,7 @@ the GPU this runs on.
     python -m sglang_gemma4.gpu.kernels.bench_extend_attention_gemm --out DIR
         [--prefixes 0 8192 32768 122880] [--chunks 8192] [--models 26B-A4B 31B]
         [--kv-dtypes bf16 fp8] [--sizes 2048:33554432 ...] [--layouts split unified] [--repeats 3]
+        [--against OLD/extend_attention_gemm.py ...]
 
 The inputs are the gqa-pack bench's (one request's chunk of new tokens after a cached prefix at
 shuffled pool slots, head dim 512, fp8 read back with k/v scales), the cache rows laid out as the
@@ -12,12 +13,15 @@ static KV split holds them (split) or as the unified pool does (unified: a token
 full layer in one envelope). A size is
 KEY_BLOCK:SCORE_ELEMENTS (keys per GEMM, fp32 scores held at once). Each call is timed with CUDA
 events (median of --repeats after a warm-up call); each GEMM output is compared with the packed
-kernel's. Writes
+kernel's. --against times other revisions of 0185's module (a file each, e.g. one from an earlier
+series) beside the installed one, same inputs and sizes, to compare a kernel change without a
+rebuild. Writes
 DIR/gemm.md and prints it; exits 1 when an output differs from the packed one by more than 2e-2 of
 its largest value.
 """
 
 import argparse
+import importlib.util
 import itertools
 from pathlib import Path
 
@@ -38,8 +42,18 @@ from sglang.kernels.ops.attention import extend_attention_gemm as eg
 DEFAULT_SIZE = f"{eg.KEY_BLOCK}:{eg.SCORE_ELEMENTS}"
 
 
-def gemm_path(data: dict, out: torch.Tensor, key_block: int, score_elements: int) -> None:
-    eg.extend_attention_gemm_fwd(
+def revision(path: str):
+    """Another revision of 0185's module, loaded from its file (its own Triton kernels)."""
+    spec = importlib.util.spec_from_file_location(f"extend_attention_gemm_{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def gemm_path(
+    data: dict, out: torch.Tensor, key_block: int, score_elements: int, module=eg
+) -> None:
+    module.extend_attention_gemm_fwd(
         data["q"],
         data["k_extend"],
         data["v_extend"],
@@ -60,19 +74,33 @@ def gemm_path(data: dict, out: torch.Tensor, key_block: int, score_elements: int
 
 
 def measure_case(
-    model, kv_dtype, prefix, chunk, sizes, repeats, timer=cuda_ms, layout="split", **input_kwargs
+    model,
+    kv_dtype,
+    prefix,
+    chunk,
+    sizes,
+    repeats,
+    timer=cuda_ms,
+    layout="split",
+    against=(),
+    **input_kwargs,
 ) -> list[dict]:
-    """One row per size: packed and GEMM ms, their ratio, the GEMM output's difference."""
+    """One row per size and revision (the installed one, then each file of `against`): packed and
+    GEMM ms, their ratio, the GEMM output's difference."""
     data = inputs(model, kv_dtype, prefix, chunk, layout=layout, **input_kwargs)
     packed_out = torch.empty_like(data["q"])
     packed_ms = timer(lambda: packed_kernel(data, packed_out, "m32n64w8s2"), repeats)
     largest = packed_out.float().abs().max().item()
+    revisions = [("installed", eg)] + [(path, revision(path)) for path in against]
     rows = []
-    for size in sizes:
+    for size, (name, module) in itertools.product(sizes, revisions):
         key_block, score_elements = (int(x) for x in size.split(":"))
         out = torch.empty_like(data["q"])
         ms = timer(
-            lambda out=out, kb=key_block, se=score_elements: gemm_path(data, out, kb, se), repeats
+            lambda out=out, kb=key_block, se=score_elements, m=module: gemm_path(
+                data, out, kb, se, m
+            ),
+            repeats,
         )
         diff = (out.float() - packed_out.float()).abs().max().item()
         rows.append(
@@ -83,6 +111,7 @@ def measure_case(
                 prefix=prefix,
                 chunk=chunk,
                 size=size,
+                revision=name,
                 packed_ms=packed_ms,
                 gemm_ms=ms,
                 speedup=packed_ms / ms,
@@ -95,7 +124,7 @@ def measure_case(
 def table_row(r: dict) -> str:
     return (
         f"| {r['model']} | {r['kv_dtype']} | {r['layout']} | {r['prefix']} | {r['chunk']} | "
-        f"{r['size']} | "
+        f"{r['size']} | {r['revision']} | "
         f"{r['packed_ms']:.2f} | {r['gemm_ms']:.2f} | {r['speedup']:.2f}x | "
         f"{r['max_rel_diff']:.1e} |"
     )
@@ -106,6 +135,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--chunks", nargs="+", type=int, default=[8192])
     parser.add_argument("--sizes", nargs="+", default=[DEFAULT_SIZE])
     parser.add_argument("--layouts", nargs="+", default=["split"], choices=LAYOUTS)
+    parser.add_argument("--against", nargs="+", default=[], metavar="FILE")
     return parser
 
 
@@ -120,16 +150,23 @@ def main() -> int:
         f"packed: 0105's kernel (tile m32n64w8s2); GEMM: 0185, size KEY_BLOCK:SCORE_ELEMENTS; ms "
         f"per call, median of {args.repeats}",
         "",
-        "| layer | KV | layout | prefix | new tokens | size | packed ms | GEMM ms | packed/GEMM | "
-        "rel diff |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| layer | KV | layout | prefix | new tokens | size | GEMM revision | packed ms | "
+        "GEMM ms | packed/GEMM | rel diff |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     print("\n".join(lines), flush=True)
     worst = 0.0
     cases = itertools.product(args.models, args.kv_dtypes, args.layouts, args.prefixes, args.chunks)
     for model, kv_dtype, layout, prefix, chunk in cases:
         for r in measure_case(
-            model, kv_dtype, prefix, chunk, args.sizes, args.repeats, layout=layout
+            model,
+            kv_dtype,
+            prefix,
+            chunk,
+            args.sizes,
+            args.repeats,
+            layout=layout,
+            against=args.against,
         ):
             worst = max(worst, r["max_rel_diff"])
             lines.append(table_row(r))

@@ -558,7 +558,8 @@ def extend_gemm(choice, args, out):
     tiled-GEMM path with each size of sizes= (KEY_BLOCK:SCORE_ELEMENTS): chunks of chunks= new
     tokens (default 8,192) after prefixes of 0-120K (prefixes=), bf16 and fp8 KV (kv=), both models
     (models=), the cache rows as the static split holds them or as the unified pool does (layouts=
-    split unified), ms per call and the GEMM output vs the packed one (patched build)"""
+    split unified), ms per call and the GEMM output vs the packed one (patched build); against=
+    FILE... times other revisions of 0185's module beside the installed one"""
     options = {
         "prefixes": "--prefixes",
         "chunks": "--chunks",
@@ -566,6 +567,7 @@ def extend_gemm(choice, args, out):
         "models": "--models",
         "kv": "--kv-dtypes",
         "layouts": "--layouts",
+        "against": "--against",
     }
     picked = [w for key, flag in options.items() if args[key] for w in (flag, *args[key].split())]
     return [

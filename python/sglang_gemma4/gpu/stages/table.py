@@ -175,6 +175,7 @@ STAGES = {
             "models": Arg(),
             "kv": Arg(),
             "layouts": Arg(),
+            "against": Arg(),
         },
     ),
     "opt-in-ab": Stage(
