@@ -163,6 +163,8 @@ def served(
     retokenized: int = 64000,
     workload: str = "chat",
     itls: list[list[float]] | None = None,
+    returncode: int = 0,
+    server_line: str = "",
 ) -> dict:
     """run_workload on an MTP server whose bench_serving run (faked) wrote its record (with every
     request's token gaps when asked for details) and whose scheduler logged a decode line per accept
@@ -193,9 +195,37 @@ def served(
                 "(token/s): 2500.00\n"
                 for i, a in enumerate(accept_lens)
             )
+            log.write(server_line)
+        done = bench.subprocess.CompletedProcess(argv, returncode)
+        if kwargs.get("check"):
+            done.check_returncode()
+        return done
 
     monkeypatch.setattr(bench.subprocess, "run", bench_serving)
     return run_workload(server, "on", workload, "/tok", tmp_path)
+
+
+TOO_LONG = (
+    "[2026-11-28 21:38:21] [http_server] Error: The input (131072 tokens) is longer than the "
+    "model's context length (131072 tokens).\n"
+)
+
+
+def test_a_long_prompt_the_server_refuses_is_recorded_though_the_client_failed(
+    tmp_path, monkeypatch
+):
+    """bench_serving exits 1 when its only request was refused: the refusal is the record."""
+    record = served(
+        tmp_path, monkeypatch, [], workload="long-128k", returncode=1, server_line=TOO_LONG
+    )
+    assert record["refused"].startswith("The input (131072 tokens) is longer")
+    assert "median_ttft_ms" not in record
+
+
+def test_a_failed_client_without_a_refusal_fails_the_workload(tmp_path, monkeypatch):
+    for workload in ("long-128k", "chat"):
+        with pytest.raises(bench.subprocess.CalledProcessError):
+            served(tmp_path, monkeypatch, [2.8], workload=workload, returncode=1)
 
 
 def test_batch1_records_where_its_long_token_gaps_fall(tmp_path, monkeypatch):

@@ -142,6 +142,7 @@ def beside_run(tmp_path, monkeypatch, written: dict, log_line: str = "") -> dict
         (tmp_path / argv[argv.index("--out") + 1]).write_text(json.dumps(written) + "\n")
         with server.log_path.open("a") as log:
             log.write(log_line)
+        return bench.subprocess.CompletedProcess(argv, 0)
 
     monkeypatch.setattr(bench.subprocess, "run", client)
     return bench.run_workload(server, "patched", "long-128k-beside-chat", "/tok", tmp_path)
