@@ -127,7 +127,7 @@ def test_another_revision_is_timed_beside_the_installed_one(tmp_path):
         ["4:512", "16:100000"],
         1,
         timer=timer,
-        against=[str(old)],
+        against=[(str(old), bench.revision(str(old)))],
         device="cpu",
         dtype=torch.float32,
     )

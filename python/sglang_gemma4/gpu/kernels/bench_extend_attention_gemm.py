@@ -85,13 +85,13 @@ def measure_case(
     against=(),
     **input_kwargs,
 ) -> list[dict]:
-    """One row per size and revision (the installed one, then each file of `against`): packed and
-    GEMM ms, their ratio, the GEMM output's difference."""
+    """One row per size and revision (the installed one, then each (name, module) of `against`):
+    packed and GEMM ms, their ratio, the GEMM output's difference."""
     data = inputs(model, kv_dtype, prefix, chunk, layout=layout, **input_kwargs)
     packed_out = torch.empty_like(data["q"])
     packed_ms = timer(lambda: packed_kernel(data, packed_out, "m32n64w8s2"), repeats)
     largest = packed_out.float().abs().max().item()
-    revisions = [("installed", eg)] + [(path, revision(path)) for path in against]
+    revisions = [("installed", eg), *against]
     rows = []
     for size, (name, module) in itertools.product(sizes, revisions):
         key_block, score_elements = (int(x) for x in size.split(":"))
@@ -156,6 +156,7 @@ def main() -> int:
     ]
     print("\n".join(lines), flush=True)
     worst = 0.0
+    against = [(path, revision(path)) for path in args.against]  # loaded once, timed per case
     cases = itertools.product(args.models, args.kv_dtypes, args.layouts, args.prefixes, args.chunks)
     for model, kv_dtype, layout, prefix, chunk in cases:
         for r in measure_case(
@@ -166,7 +167,7 @@ def main() -> int:
             args.sizes,
             args.repeats,
             layout=layout,
-            against=args.against,
+            against=against,
         ):
             worst = max(worst, r["max_rel_diff"])
             lines.append(table_row(r))
