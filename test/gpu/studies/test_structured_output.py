@@ -60,5 +60,5 @@ def test_the_experiments_compare_none_with_the_preset_and_measure_constrained_lo
     (constrained,) = expand("structured-throughput:31b", tmp_path).steps
     assert constrained.argv[
         constrained.argv.index("--workloads") + 1 : constrained.argv.index("--")
-    ] == ("batch1-json", "chat-json")
+    ] == ("batch1", "chat", "batch1-json", "chat-json")
     assert Path(value(list(constrained.argv), "--out")) == tmp_path / "structured-throughput-31b"

@@ -32,9 +32,11 @@ IDLE_CHECK_S = 5
 LAUNCHER = ("python3", "-m", "sglang_gemma4.gpu.serve.launch")
 PORT_WAIT_S = 90  # for a server a cut-off run is still stopping (Server.stop waits up to 60 s)
 # The launcher's own options, which may come among a server's extra flags: the preset decides with
-# them (26B-A4B serves the unified KV pool at tp 1 and the split at tp 2), so sglang's --tp-size and
-# --dp-size are read as the launcher's --tp and --dp rather than passed past the preset.
+# them (26B-A4B serves the unified KV pool at tp 1 and the split at tp 2; --multimodal serves the
+# towers' checkpoint), so sglang's --tp-size and --dp-size are read as the launcher's --tp and --dp
+# rather than passed past the preset.
 LAUNCHER_NUMBERS = {"--tp": "tp", "--tp-size": "tp", "--dp": "dp", "--dp-size": "dp"}
+LAUNCHER_SWITCHES = {"--static-kv": "static_kv", "--multimodal": "multimodal"}
 # Where the servers listen: another port lets a second run share the machine, on its other GPUs
 # (CUDA_VISIBLE_DEVICES)
 PORT_ENV = "SGLANG_GEMMA4_PORT"
@@ -45,14 +47,15 @@ def default_port() -> int:
 
 
 def launcher_options(flags: list[str]) -> tuple[dict, list[str]]:
-    """({launch.Launch field: value} for the launcher's options among `flags` (--static-kv, --tp N,
-    --dp N, or sglang's --tp-size/--dp-size), the rest of the flags for sglang)."""
+    """({launch.Launch field: value} for the launcher's options among `flags` (--static-kv,
+    --multimodal, --tp N, --dp N, or sglang's --tp-size/--dp-size), the rest of the flags for
+    sglang)."""
     options, rest = {}, []
     words = iter(flags)
     for word in words:
         name, eq, value = word.partition("=")
-        if word == "--static-kv":
-            options["static_kv"] = True
+        if word in LAUNCHER_SWITCHES:
+            options[LAUNCHER_SWITCHES[word]] = True
         elif name in LAUNCHER_NUMBERS:
             value = value if eq else next(words, "")
             if not value.isdigit() or int(value) < 1:
@@ -214,6 +217,7 @@ class Server:
             dp=options.get("dp", 1),
             # pristine sglang cannot serve the unified KV pool (patch 0021)
             static_kv=options.get("static_kv", False) or self.build == "pristine",
+            multimodal=options.get("multimodal", False),
             extra=tuple(flags),
         )
 

@@ -336,10 +336,14 @@ def structured_cost(choice, args, out):
 
 def structured_throughput(choice, args, out):
     """constrained throughput with the preset's xgrammar, patched build: batch-1 decode and chat at
-    32, every request under an open JSON schema that keeps it decoding to its full length (CHOICE,
-    default 26b-a4b)"""
+    32 unconstrained, then the same loads with every request under an open JSON schema that keeps
+    it decoding to its full length, on the same server, decode graphs only (CHOICE, default
+    26b-a4b)"""
     return Comparison(
-        "structured-throughput-{variant}", ("xgrammar=patched",), ("batch1-json", "chat-json")
+        "structured-throughput-{variant}",
+        ("xgrammar=patched",),
+        ("batch1", "chat", "batch1-json", "chat-json"),
+        DECODE_ONLY,
     ).steps(out, choice)
 
 
@@ -579,6 +583,19 @@ def extend_gemm(choice, args, out):
             build="patched",
         )
     ]
+
+
+def multimodal_cost(choice, args, out):
+    """the preset text-only vs --multimodal (the vision and audio towers loaded), patched build,
+    same call, text requests: the KV pool each leaves, batch-1 decode and chat at 32 (workloads=),
+    decode graphs only (CHOICE, default e4b)"""
+    return Comparison(
+        "multimodal-cost-{variant}",
+        ("text=patched", "multimodal=patched --multimodal"),
+        ("batch1", "chat"),
+        DECODE_ONLY,
+        ("e4b",),
+    ).steps(out, choice, workloads=args["workloads"].split())
 
 
 def opt_in_ab(choice, args, out):

@@ -150,6 +150,7 @@ STAGES = {
     "openai-suite-images": Stage(e.openai_suite_images),
     "structured-cost": Stage(e.structured_cost, workloads("STRUCTURED_WORKLOADS")),
     "structured-throughput": Stage(e.structured_throughput),
+    "multimodal-cost": Stage(e.multimodal_cost, {"workloads": Arg()}),
     "yoco": Stage(e.yoco, workloads("YOCO_WORKLOADS")),
     "moe-tune": Stage(e.moe_tune, {"tuner": Arg(env="MOE_TUNE_ARGS")}),
     "coldstart": Stage(
