@@ -18,6 +18,7 @@ import torch
 from gemma4_config import server_args
 from swa_serving import Serving, publish_server_args, request, reset_context
 
+from sglang_gemma4.gpu.serve import presets
 from sglang_gemma4.gpu.serve.variants import write_config
 
 import sglang.srt.model_executor.pool_configurator as pool_configurator
@@ -297,3 +298,25 @@ def test_either_switch_off_splits_by_the_ratio(tmp_path, monkeypatch, caplog, sw
     assert (config.full_max_total_num_tokens, config.swa_max_total_num_tokens) == (109_913, 87_930)
     if switch == "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX":
         assert "SGLANG_OPT_SWA_RELEASE_PASSED_PREFIX is off" in caplog.text
+
+
+def test_31b_through_its_one_gpu_preset_holds_its_whole_window_on_an_h200(tmp_path):
+    """An H200 at 31B's 0.88: the budget whose 0.8 split is the 93,118 full-attention + 74,494 SWA
+    tokens a server with decode graphs to 64 logs (64 windows are no smaller than the ratio's SWA
+    pool). The preset's running bound on one GPU leaves the full-attention pool a 262,144-token
+    request; at tensor parallel 2 the preset sets no bound."""
+    full, swa, _ = SHAPES["31b"]
+    budget = 93_118 * (full + 0.8 * swa)
+    served = presets.server_args("31b", str(tmp_path / "m"))
+    running = served[served.index("--max-running-requests") + 1]
+    assert "--max-running-requests" not in presets.server_args("31b", "m", tp=2)
+    sizes = {}
+    for bound in (running, "64"):
+        kvc = kv_cache_configurator(
+            tmp_path, "31b", "--chunked-prefill-size", "4096", "--max-running-requests", bound
+        )
+        config = create_memory_pool_configurator(kvc).calculate_pool_sizes(int(budget), PAGE)
+        sizes[bound] = config.full_max_total_num_tokens, config.swa_max_total_num_tokens
+    assert sizes["64"] == (93_118, 74_494)
+    assert sizes[running][1] == window_cap("31b", int(running), 4096)
+    assert sizes[running][0] >= 262_144

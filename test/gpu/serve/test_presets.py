@@ -412,3 +412,19 @@ def test_dp_serves_copies_of_the_model_and_is_one_by_default():
     assert parse_server_args(one[one.index("--model-path") :]).dp_size == 1
     parsed = parse_server_args(two[two.index("--model-path") :])
     assert (parsed.dp_size, parsed.tp_size) == (2, 2)
+
+
+def test_a_size_no_preset_serves_is_refused_with_the_reason(capsys):
+    """Gemma-4 12B: no published shapes to size a preset on; the launcher says so instead of
+    argparse's bare 'invalid choice', and so does the presets' lookup."""
+    for name in ("12b", "12B"):
+        with pytest.raises(SystemExit) as exit:
+            launch.parse([name])
+        assert exit.value.code == 2
+        err = capsys.readouterr().err
+        assert "Gemma-4 12B has no preset" in err and "26b-a4b" in err, err
+    with pytest.raises(ValueError, match="Gemma-4 12B has no preset"):
+        presets.preset("12b")
+    with pytest.raises(SystemExit):
+        launch.parse(["7b"])
+    assert "invalid choice: '7b'" in capsys.readouterr().err

@@ -22,7 +22,14 @@ from pathlib import Path
 
 from sglang_gemma4.gpu import REPO
 from sglang_gemma4.gpu.serve import access
-from sglang_gemma4.gpu.serve.presets import PRESETS, server_args
+from sglang_gemma4.gpu.serve.presets import NOT_SERVED, PRESETS, server_args
+
+
+def served_variant(name: str) -> str:
+    """A variant name as given; one the presets know not to serve is refused with the reason."""
+    if name.lower() in NOT_SERVED:
+        raise argparse.ArgumentTypeError(NOT_SERVED[name.lower()])
+    return name
 
 
 def parser() -> argparse.ArgumentParser:
@@ -31,7 +38,7 @@ def parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("variant", choices=list(PRESETS))
+    p.add_argument("variant", type=served_variant, choices=list(PRESETS))
     p.add_argument(
         "--model",
         help="checkpoint to serve (default: checkpoints/VARIANT, a config-only checkpoint "

@@ -14,6 +14,9 @@ class Preset:
     mem_fraction_static: float  # weights + KV pool
     model_flags: tuple[str, ...] = ()  # sglang options that change how this variant's model runs
     unified_kv: bool = False  # one KV buffer for both layer kinds (UNIFIED_KV), where measured
+    # --max-running-requests on one GPU a model copy: patch 0017 sizes the SWA pool for this many
+    # requests' windows, the full-attention pool gets the rest
+    one_gpu_max_running: int | None = None
 
 
 # No --context-length: sglang serves the checkpoint's own window (max_position_embeddings: 262,144
@@ -28,7 +31,22 @@ PRESETS = {
     # 2026-11-23-h100-26b-a4b-gdd00e9604a-coldstart-dual-stream-fused-sum); parity vs transformers
     # kept (2026-11-23-h100-all-gf4025de4e2-parity-ab-fused-rope).
     "26b-a4b": Preset(0.85, ("--enable-fused-moe-sum-all-reduce",), unified_kv=True),
-    "31b": Preset(0.88),  # 62.5 GB of weights: leave the KV pool room on 80 GB
+    # 62.5 GB of weights: leave the KV pool room on 80 GB. 32 running on one GPU: the windows of 64
+    # (the decode graphs') are no smaller than the 0.8 ratio's SWA pool, so 0017 keeps the ratio and
+    # an H200 holds 93,118 full-attention tokens (a whole-window prompt refused; chat at 64
+    # retracted 19 requests; benchmark_results/sglang-0.5.17/
+    # 2026-11-29-h200x2-26b-a4b-31b-e4b-g137e86f2a6-long-parity-31b-tp2-structured); at 32,
+    # 423,019 (2026-11-28-h200x2-26b-a4b-31b-ged5e9fd50e-tp2-dp2-long-beside-2x250k). TP 2 holds
+    # 1,625,581 at 64.
+    "31b": Preset(0.88, one_gpu_max_running=32),
+}
+# Gemma-4 sizes asked for that no preset serves, and why: the launcher answers with the reason
+NOT_SERVED = {
+    "12b": (
+        "Gemma-4 12B has no preset: its shapes (layers, heads, sliding window, KV sharing, MoE or "
+        "dense) are not among the published configurations this stack sizes and tests its "
+        "presets on (e2b, e4b, 26b-a4b, 31b). Serve a 12B checkpoint with sglang.launch_server."
+    ),
 }
 
 # Every variant, every build: the kernels and backends the offline bundle serves Gemma-4 with.
@@ -110,6 +128,8 @@ BENCH_GRAPHS_DECODE_ONLY = (
 
 
 def preset(variant: str) -> Preset:
+    if variant in NOT_SERVED:
+        raise ValueError(NOT_SERVED[variant])
     if variant not in PRESETS:
         raise ValueError(f"unknown variant {variant!r} (one of {', '.join(PRESETS)})")
     return PRESETS[variant]
@@ -172,6 +192,8 @@ def server_args(
         args += KV_FP8
     elif p.unified_kv and tp == 1 and not draft and not static_kv:
         args += UNIFIED_KV
+    if p.one_gpu_max_running and tp == 1:
+        args += ["--max-running-requests", str(p.one_gpu_max_running)]
     if multimodal:
         args += MULTIMODAL
     if draft:
