@@ -38,6 +38,7 @@ DRY_RUNS = {
     for m in (
         "checks.smoke",
         "checks.parity",
+        "checks.image_parity",
         "checks.bad_input",
         "checks.repro",
         "checks.mtp_greedy",

@@ -116,17 +116,21 @@ def greedy_steps(model, ids: list[int]) -> list[dict]:
     return steps
 
 
-def served(server: Server, batch: list[list[int]]) -> list[list[dict]]:
+def logprob_steps(server: Server, prompts: dict) -> list[dict]:
+    """/generate of a batch (`prompts`: input_ids, or text with media) for STEPS greedy tokens:
+    per prompt {"steps": [{"top1", "top"}, ...], "prompt_tokens": the server's count}."""
+    count = len(next(iter(prompts.values())))
     status, body = http_json(
         "POST",
         f"{server.url}/generate",
         {
-            "input_ids": batch,
+            **prompts,
             "return_logprob": True,
             "top_logprobs_num": TOP,
             "logprob_start_len": -1,
             "sampling_params": [
-                {"max_new_tokens": STEPS, "temperature": 0, "ignore_eos": True} for _ in batch
+                {"max_new_tokens": STEPS, "temperature": 0, "ignore_eos": True}
+                for _ in range(count)
             ],
         },
         timeout=600,
@@ -136,13 +140,16 @@ def served(server: Server, batch: list[list[int]]) -> list[list[dict]]:
     out = []
     for answer in json.loads(body):
         meta = answer["meta_info"]
-        out.append(
-            [
-                {"top1": int(chosen[1]), "top": {int(t[1]): float(t[0]) for t in tops}}
-                for chosen, tops in zip(meta["output_token_logprobs"], meta["output_top_logprobs"])
-            ]
-        )
+        steps = [
+            {"top1": int(chosen[1]), "top": {int(t[1]): float(t[0]) for t in tops}}
+            for chosen, tops in zip(meta["output_token_logprobs"], meta["output_top_logprobs"])
+        ]
+        out.append({"steps": steps, "prompt_tokens": meta.get("prompt_tokens")})
     return out
+
+
+def served(server: Server, batch: list[list[int]]) -> list[list[dict]]:
+    return [answer["steps"] for answer in logprob_steps(server, {"input_ids": batch})]
 
 
 def compare(ref: list[list[dict]], got: list[list[dict]]) -> dict:
@@ -180,6 +187,40 @@ def passes(result: dict, bound: dict) -> bool:
         and result["max_abs_dlogprob"] <= bound["max_abs_dlogprob"]
         and result["top1_agreement"] >= bound["top1_agreement"]
     )
+
+
+def record(rows: list[dict], out: Path, row: dict) -> None:
+    """One result row: kept for the report, appended to DIR/parity.jsonl, printed."""
+    rows.append(row)
+    with open(out / "parity.jsonl", "a") as f:
+        f.write(json.dumps(row) + "\n")
+    print(json.dumps(row), flush=True)
+
+
+def write_report(rows: list[dict], out: Path, reference_note: str) -> None:
+    """DIR/parity.md (and stdout): a row per build, its bound and verdict."""
+    table = [
+        (
+            "| variant | layers | build | top-1 agreement | max abs dlogprob (ref top 20) | "
+            "top-20 overlap | bound | pass |"
+        ),
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        verdict = "noise floor" if r["passed"] is None else ("yes" if r["passed"] else "NO")
+        table.append(
+            f"| {r['variant']} | {r['layers']} | {r['build']} | {r.get('top1_agreement', 'ERR')} | "
+            f"{r.get('max_abs_dlogprob', '-')} | {r.get('top20_overlap', '-')} | "
+            f">= {r['bound']['top1_agreement']}, <= {r['bound']['max_abs_dlogprob']} | {verdict} |"
+        )
+    rule = (
+        f"Reference: {reference_note}, {STEPS} greedy steps per prompt. "
+        "A build passes with top-1 agreement >= transformers-bf16's minus one prompt and "
+        "max |dlogprob| <= "
+        f"{NOISE_FACTOR} x transformers-bf16's + {NOISE_SLACK}."
+    )
+    (out / "parity.md").write_text("\n".join(table) + f"\n\n{rule}\n")
+    print("\n".join(table) + "\n" + rule)
 
 
 def checkpoint_dir(args: argparse.Namespace, variant: str) -> Path:
@@ -269,13 +310,6 @@ def main() -> int:
         return 0
     out.mkdir(parents=True, exist_ok=True)
     rows, ok = [], True
-
-    def record(row: dict) -> None:
-        rows.append(row)
-        with open(out / "parity.jsonl", "a") as f:
-            f.write(json.dumps(row) + "\n")
-        print(json.dumps(row), flush=True)
-
     for variant in args.variants:
         text = reduced_text_config(variant, LAYERS[variant])
         model_dir = checkpoint_dir(args, variant)
@@ -300,7 +334,7 @@ def main() -> int:
             "prompt_lengths": prompt_lengths(text, tuple(args.long)),
             "bound": bound,
         }
-        record({**common, "build": "transformers-bf16", **noise, "passed": None})
+        record(rows, out, {**common, "build": "transformers-bf16", **noise, "passed": None})
         for build, server in servers(variant, model_dir, args, out):
             try:
                 with server:
@@ -309,30 +343,8 @@ def main() -> int:
                 result = {"error": str(e)[-800:]}
             passed = passes(result, bound)
             ok &= passed
-            record({**common, "build": build, **result, "passed": passed})
-    table = [
-        (
-            "| variant | layers | build | top-1 agreement | max abs dlogprob (ref top 20) | "
-            "top-20 overlap | bound | pass |"
-        ),
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        verdict = "noise floor" if r["passed"] is None else ("yes" if r["passed"] else "NO")
-        table.append(
-            f"| {r['variant']} | {r['layers']} | {r['build']} | {r.get('top1_agreement', 'ERR')} | "
-            f"{r.get('max_abs_dlogprob', '-')} | {r.get('top20_overlap', '-')} | "
-            f">= {r['bound']['top1_agreement']}, <= {r['bound']['max_abs_dlogprob']} | {verdict} |"
-        )
-    rule = (
-        f"Reference: transformers float32 on the checkpoint's bf16 weights, {STEPS} "
-        "greedy steps per prompt. "
-        "A build passes with top-1 agreement >= transformers-bf16's minus one prompt and "
-        "max |dlogprob| <= "
-        f"{NOISE_FACTOR} x transformers-bf16's + {NOISE_SLACK}."
-    )
-    (out / "parity.md").write_text("\n".join(table) + f"\n\n{rule}\n")
-    print("\n".join(table) + "\n" + rule)
+            record(rows, out, {**common, "build": build, **result, "passed": passed})
+    write_report(rows, out, "transformers float32 on the checkpoint's bf16 weights")
     return 0 if ok else 1
 
 

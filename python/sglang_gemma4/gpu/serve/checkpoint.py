@@ -12,7 +12,8 @@ the ids a random or a dummy-weight model emits decode to visible text (bench too
 text: ids that decode to nothing, like skipped specials, would read as zero tokens).
 
 --arch conditional writes Gemma4ForConditionalGeneration with the published vision (and audio)
-tower shapes and a processor (processor_config.json), so image requests can be served.
+tower shapes and a processor (processor_config.json), so image requests can be served; with
+--weights random the towers carry random weights too (image parity).
 
 --arch assistant writes the MTP draft (Gemma4AssistantForCausalLM) of a 26B-A4B or 31B target:
 config and tokenizer only, to be served with --load-format dummy.
@@ -314,16 +315,7 @@ def write_checkpoint(
             "tie_word_embeddings": True,
         }
     else:
-        from transformers.models.gemma4.configuration_gemma4 import Gemma4Config
-
-        # The towers are in config.json only: random weights cover the text model (its parity).
-        vision, audio = TOWERS[variant]
-        multimodal = Gemma4Config(
-            text_config={**text, **ids},
-            vision_config=vision,
-            audio_config=audio,
-            **multimodal_token_ids(text["vocab_size"]),
-        )
+        multimodal = conditional_config({**text, **ids}, TOWERS[variant])
         config = {**multimodal.to_dict(), "architectures": [architecture]}
     config.update(**ids, torch_dtype="bfloat16")
     report = {
@@ -335,7 +327,10 @@ def write_checkpoint(
         "seed": seed,
     }
     if weights == "random":  # first: save_pretrained writes its own config files, replaced below
-        report["hidden_rms"] = write_random_weights(text, arch, out, seed, device, log)
+        model_config = multimodal if arch == "conditional" else hf_config(text, arch)
+        report["hidden_rms"] = write_random_weights(
+            model_config, arch, text["vocab_size"], out, seed, device, log
+        )
     (out / "config.json").write_text(json.dumps(config, indent=1))
     (out / "generation_config.json").write_text(json.dumps({**ids, "do_sample": False}, indent=1))
     write_tokenizer(out, training_text(repo_root or Path.cwd()), text["vocab_size"])
@@ -352,10 +347,25 @@ def write_checkpoint(
 
 
 def hf_config(text: dict, arch: str):
-    """transformers' Gemma-4 config for a text config (its own field meanings)."""
+    """transformers' Gemma-4 config for a text config (its own field meanings); "conditional"
+    without towers."""
     from transformers.models.gemma4.configuration_gemma4 import Gemma4Config, Gemma4TextConfig
 
     return Gemma4TextConfig(**text) if arch == "causal" else Gemma4Config(text_config=text)
+
+
+def conditional_config(text: dict, towers: tuple):
+    """Gemma4Config with `towers` (vision config, audio config or None) and the placeholder ids of
+    the text's tokenizer: what a conditional checkpoint's config.json and weights are made from."""
+    from transformers.models.gemma4.configuration_gemma4 import Gemma4Config
+
+    vision, audio = towers
+    return Gemma4Config(
+        text_config=text,
+        vision_config=vision,
+        audio_config=audio,
+        **multimodal_token_ids(text["vocab_size"]),
+    )
 
 
 def hf_model_class(arch: str):
@@ -374,15 +384,17 @@ def hf_model(text: dict, arch: str):
 
 
 def write_random_weights(
-    text: dict, arch: str, out: Path, seed: int, device: str = "cpu", log=print
+    model_config, arch: str, vocab_size: int, out: Path, seed: int, device: str = "cpu", log=print
 ) -> list[float]:
+    """Random weights (init_random_) of transformers' model for `model_config`, towers included
+    for a conditional one, saved in bf16."""
     import torch
 
     with torch.device(device):  # built where it is initialised: a 31B-wide model is slow on CPU
-        model = hf_model(text, arch).to(torch.float32)
+        model = hf_model_class(arch)(model_config).to(torch.float32)
     init_random_(model, seed)
     probe = torch.randint(
-        0, ordinary_ids(text["vocab_size"]), (1, 64), generator=torch.Generator().manual_seed(seed)
+        0, ordinary_ids(vocab_size), (1, 64), generator=torch.Generator().manual_seed(seed)
     )
     rms = hidden_rms(model, probe.to(device))
     log(

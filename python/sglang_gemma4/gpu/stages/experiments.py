@@ -322,6 +322,23 @@ def openai_suite_images(choice, args, out):
     ]
 
 
+def image_parity(choice, args, out):
+    """the image path against transformers: reduced-layer conditional checkpoints whose text model
+    and published towers carry random weights, three noise PNGs (square, wide, tall) with a
+    question, served as the preset's --multimodal (CHOICE, default e4b, 26b-a4b, 31b; builds=)"""
+    return [
+        harness(
+            "checks.image_parity",
+            "--out",
+            str(out / "image-parity"),
+            "--variants",
+            *(choice or ["e4b", "26b-a4b", "31b"]),
+            "--builds",
+            *args["builds"].split(),
+        )
+    ]
+
+
 def structured_cost(choice, args, out):
     """the preset's structured output (xgrammar) vs --grammar-backend none, patched build, same
     call: unconstrained batch-1 decode and chat at 32 (workloads=), decode graphs only (a grammar
