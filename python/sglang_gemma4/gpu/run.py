@@ -38,7 +38,7 @@ DRY_RUNS = {
     for m in (
         "checks.smoke",
         "checks.parity",
-        "checks.image_parity",
+        "checks.media_parity",
         "checks.bad_input",
         "checks.repro",
         "checks.mtp_greedy",

@@ -322,21 +322,32 @@ def openai_suite_images(choice, args, out):
     ]
 
 
-def image_parity(choice, args, out):
-    """the image path against transformers: reduced-layer conditional checkpoints whose text model
-    and published towers carry random weights, three noise PNGs (square, wide, tall) with a
-    question, served as the preset's --multimodal (CHOICE, default e4b, 26b-a4b, 31b; builds=)"""
+def media_parity(medium: str, choice: list[str], args: dict, out: Path) -> list[Step]:
     return [
         harness(
-            "checks.image_parity",
+            "checks.media_parity",
             "--out",
-            str(out / "image-parity"),
-            "--variants",
-            *(choice or ["e4b", "26b-a4b", "31b"]),
+            str(out / f"{medium}-parity"),
+            "--media",
+            medium,
+            *(["--variants", *choice] if choice else []),
             "--builds",
             *args["builds"].split(),
         )
     ]
+
+
+def image_parity(choice, args, out):
+    """the image path against transformers: reduced-layer conditional checkpoints whose text model
+    and published towers carry random weights, three noise PNGs (square, wide, tall) with a
+    question, served as the preset's --multimodal (CHOICE, default e4b, 26b-a4b, 31b; builds=)"""
+    return media_parity("image", choice, args, out)
+
+
+def audio_parity(choice, args, out):
+    """the audio path against transformers, as image-parity: three noise WAVs of 1, 2.5 and 4 s
+    (CHOICE, default e2b, e4b: the variants with an audio tower; builds=)"""
+    return media_parity("audio", choice, args, out)
 
 
 def structured_cost(choice, args, out):

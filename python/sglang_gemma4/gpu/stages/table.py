@@ -149,6 +149,7 @@ STAGES = {
     "openai-suite": Stage(e.openai_suite),
     "openai-suite-images": Stage(e.openai_suite_images),
     "image-parity": Stage(e.image_parity, {"builds": Arg("patched")}),
+    "audio-parity": Stage(e.audio_parity, {"builds": Arg("patched")}),
     "structured-cost": Stage(e.structured_cost, workloads("STRUCTURED_WORKLOADS")),
     "structured-throughput": Stage(e.structured_throughput),
     "multimodal-cost": Stage(e.multimodal_cost, {"workloads": Arg()}),
