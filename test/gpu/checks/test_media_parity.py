@@ -9,7 +9,6 @@ import shlex
 import wave
 
 import pytest
-import torch
 from PIL import Image
 from safetensors import safe_open
 from tiny_gemma4 import tiny
@@ -126,7 +125,13 @@ def test_random_weights_of_a_conditional_checkpoint_cover_its_towers(tiny_media_
 
 @pytest.mark.parametrize("kind", ["image", "audio"])
 def test_the_reference_reads_each_item_through_the_processor(tiny_media_checkpoint, kind):
-    placeholder = {"image": "<|image|>", "audio": "<|audio|>"}[kind]
+    from transformers import AutoProcessor
+
+    placeholder = media_parity.MEDIA[kind].placeholder
+    # the token the run puts in its prompts is the one this checkpoint's processor expands
+    assert getattr(AutoProcessor.from_pretrained(tiny_media_checkpoint), f"{kind}_token") == (
+        placeholder
+    )
     items = media_parity.media_items(kind, placeholder)
     ref = media_parity.reference(tiny_media_checkpoint, kind, items, device="cpu")
     # the processor sizes each item's soft tokens by its shape or length
@@ -140,4 +145,3 @@ def test_the_reference_reads_each_item_through_the_processor(tiny_media_checkpoi
     # the reference is transformers': the same picture twice gives the same steps
     again = media_parity.reference(tiny_media_checkpoint, kind, items[:1], device="cpu")
     assert again["float32"][0] == ref["float32"][0]
-    assert torch.get_default_dtype() == torch.float32

@@ -29,11 +29,12 @@ from sglang_gemma4.gpu.checks.parity import (
     compare,
     logprob_steps,
     passes,
+    random_checkpoint,
     record,
     top,
     write_report,
 )
-from sglang_gemma4.gpu.serve.checkpoint import write_checkpoint
+from sglang_gemma4.gpu.serve.checkpoint import MULTIMODAL_TOKENS
 from sglang_gemma4.gpu.serve.server import Server
 
 IMAGE_SIZES = ((224, 224), (640, 480), (96, 512))  # width x height
@@ -87,15 +88,17 @@ def decoded(kind: str, data: bytes) -> dict:
 
 @dataclass(frozen=True)
 class Medium:
-    placeholder: str  # the processor's attribute naming its placeholder token
+    placeholder: str  # the token the processor expands into the item's soft tokens
     field: str  # /generate's field
     mime: str
     variants: tuple[str, ...]  # the presets' variants with this tower
 
 
 MEDIA = {
-    "image": Medium("image_token", "image_data", "image/png", ("e4b", "26b-a4b", "31b")),
-    "audio": Medium("audio_token", "audio_data", "audio/wav", ("e2b", "e4b")),
+    "image": Medium(
+        MULTIMODAL_TOKENS["image_token"], "image_data", "image/png", ("e4b", "26b-a4b", "31b")
+    ),
+    "audio": Medium(MULTIMODAL_TOKENS["audio_token"], "audio_data", "audio/wav", ("e2b", "e4b")),
 }
 
 
@@ -166,21 +169,6 @@ def request(kind: str, items: list[tuple[str, bytes]]) -> dict:
     }
 
 
-def checkpoint(variant: str, checkpoints: Path) -> Path:
-    model_dir = checkpoints / f"{variant}-media"
-    if not any(model_dir.glob("*.safetensors")):
-        write_checkpoint(
-            variant,
-            model_dir,
-            layers=LAYERS[variant],
-            arch="conditional",
-            weights="random",
-            seed=0,
-            device="cuda",
-        )
-    return model_dir
-
-
 def server(variant: str, build: str, model_dir: Path, out: Path) -> Server:
     return Server(
         variant,
@@ -214,11 +202,9 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     rows, ok = [], True
     for variant in variants:
-        model_dir = checkpoint(variant, checkpoints)
-        from transformers import AutoProcessor
-
-        processor = AutoProcessor.from_pretrained(model_dir)
-        items = media_items(args.media, getattr(processor, MEDIA[args.media].placeholder))
+        model_dir = checkpoints / f"{variant}-media"
+        random_checkpoint(variant, model_dir, "conditional")
+        items = media_items(args.media, MEDIA[args.media].placeholder)
         ref = reference(model_dir, args.media, items)
         noise = compare(ref["float32"], ref["bfloat16"])
         bound = bounds(noise, len(items))

@@ -223,6 +223,21 @@ def write_report(rows: list[dict], out: Path, reference_note: str) -> None:
     print("\n".join(table) + "\n" + rule)
 
 
+def random_checkpoint(variant: str, model_dir: Path, arch: str) -> None:
+    """The variant's reduced-layer checkpoint of `arch` with random weights, written on the GPU
+    unless `model_dir` holds it."""
+    if not any(model_dir.glob("*.safetensors")):
+        write_checkpoint(
+            variant,
+            model_dir,
+            layers=LAYERS[variant],
+            arch=arch,
+            weights="random",
+            seed=0,
+            device="cuda",
+        )
+
+
 def checkpoint_dir(args: argparse.Namespace, variant: str) -> Path:
     return Path(args.checkpoints) / (variant if args.arch == "causal" else f"{variant}-{args.arch}")
 
@@ -313,16 +328,7 @@ def main() -> int:
     for variant in args.variants:
         text = reduced_text_config(variant, LAYERS[variant])
         model_dir = checkpoint_dir(args, variant)
-        if not any(model_dir.glob("*.safetensors")):
-            write_checkpoint(
-                variant,
-                model_dir,
-                layers=LAYERS[variant],
-                arch=args.arch,
-                weights="random",
-                seed=0,
-                device="cuda",
-            )
+        random_checkpoint(variant, model_dir, args.arch)
         batch = prompts(text, tuple(args.long))
         ref = reference(model_dir, text, batch, args.arch)
         noise = compare(ref["float32"], ref["bfloat16"])
