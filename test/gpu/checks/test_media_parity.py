@@ -28,6 +28,7 @@ TINY_VISION = {
     "intermediate_size": 64,
     "num_hidden_layers": 2,
     "num_attention_heads": 2,
+    "num_key_value_heads": 2,
     "head_dim": 16,
 }
 TINY_AUDIO = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2}

@@ -11,6 +11,7 @@ from tiny_gemma4 import tiny
 
 from sglang_gemma4.gpu.serve.checkpoint import (
     CHAT_TEMPLATE,
+    CLIP_BOUND,
     SPECIAL_TOKENS,
     build_tokenizer,
     hf_model,
@@ -21,7 +22,7 @@ from sglang_gemma4.gpu.serve.checkpoint import (
     special_ids,
     write_checkpoint,
 )
-from sglang_gemma4.gpu.serve.variants import ASSISTANTS, VARIANTS, text_config
+from sglang_gemma4.gpu.serve.variants import ASSISTANTS, TOWERS, VARIANTS, text_config
 
 PUBLISHED = {  # variant: (hidden, layers, heads, kv heads, kv-shared, PLE, experts)
     "e2b": (1536, 35, 8, 1, 20, 256, None),
@@ -253,3 +254,40 @@ def test_random_weights_are_deterministic_per_seed():
     assert any(
         not torch.equal(a[k], c[k]) for k in a if a[k].is_floating_point() and a[k].numel() > 1
     )
+
+
+@pytest.mark.parametrize("variant", sorted(TOWERS))
+def test_vision_towers_attend_with_every_head(variant):
+    from transformers.models.gemma4.configuration_gemma4 import Gemma4VisionConfig
+
+    # transformers and sglang read num_key_value_heads; the towers have no grouped-query attention
+    vision = Gemma4VisionConfig(**TOWERS[variant][0])
+    assert vision.num_key_value_heads == vision.num_attention_heads
+
+
+def test_random_audio_tower_clips_as_a_trained_one_and_keeps_derived_buffers():
+    from transformers.models.gemma4.configuration_gemma4 import Gemma4AudioConfig
+    from transformers.models.gemma4.modeling_gemma4 import Gemma4AudioModel
+
+    config = Gemma4AudioConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2)
+    fresh, tower = Gemma4AudioModel(config), Gemma4AudioModel(config)
+    init_random_(tower, seed=0)
+    bounds = {n: b for n, b in tower.named_buffers() if n.endswith(("_min", "_max"))}
+    assert bounds and {float(b) for b in bounds.values()} == {-CLIP_BOUND, CLIP_BOUND}
+    # a bound's sign is its name's; what the config derives is left as built
+    assert all((float(b) < 0) == n.endswith("_min") for n, b in bounds.items())
+    derived = {n: b for n, b in fresh.named_buffers() if n not in fresh.state_dict()}
+    assert derived
+    assert all(torch.equal(dict(tower.named_buffers())[n], b) for n, b in derived.items())
+
+    mel = torch.Generator().manual_seed(1)
+    features = torch.randn(1, 200, 128, generator=mel)  # the feature extractor's 128 mel bins
+    mask = torch.ones(1, 200, dtype=torch.bool)
+    with torch.no_grad():
+        clipped = tower(features, mask).last_hidden_state
+        for b in bounds.values():
+            b.fill_(float("inf") if b > 0 else -float("inf"))
+        unclipped = tower(features, mask).last_hidden_state
+    # the bounds trim the tails, they do not flatten: a server that ignored them would differ
+    change = (clipped - unclipped).norm() / unclipped.norm()
+    assert 0.001 < change < 0.5, change

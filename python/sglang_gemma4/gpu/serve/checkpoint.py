@@ -232,20 +232,32 @@ def write_processor(out: Path) -> None:
     processor.save_pretrained(out)
 
 
+# A trained tower's clippable linears clamp their inputs and outputs; one bound for all of them
+# (a layer's q, k and v share their input, and sglang fuses their input bounds into one) that cuts
+# the tails of O(1) activations, so a server that ignored the bounds would differ.
+CLIP_BOUND = 2.5
+
+
 def init_random_(model, seed: int) -> None:
     """Weights that keep activations O(1): matrices ~ N(0, 1/fan_in), norms and scalars near 1,
-    embeddings scaled for the model's sqrt(hidden) embedding multiplier."""
+    embeddings scaled for the model's sqrt(hidden) embedding multiplier, the towers' clip bounds
+    at +-CLIP_BOUND. Only what a checkpoint holds: buffers the model derives from its config
+    (rotary frequencies, soft caps) keep their values."""
     import torch
 
     device = next(model.parameters()).device  # same seed, same weights on a given device type
     generator = torch.Generator(device=device).manual_seed(seed)
+    saved = set(model.state_dict())
 
     def normal(shape, std, mean=0.0):
         return torch.randn(shape, generator=generator, device=device) * std + mean
 
     with torch.no_grad():
         for name, tensor in list(model.named_parameters()) + list(model.named_buffers()):
-            if not tensor.is_floating_point() or "inv_freq" in name or name.endswith("embed_scale"):
+            if not tensor.is_floating_point() or name not in saved:
+                continue
+            if name.endswith(("_min", "_max")):  # a clippable linear's bounds
+                tensor.fill_(-CLIP_BOUND if name.endswith("_min") else CLIP_BOUND)
                 continue
             shape = tuple(tensor.shape)
             if (

@@ -118,6 +118,7 @@ LARGE_VISION = {
     "intermediate_size": 4304,
     "num_hidden_layers": 27,
     "num_attention_heads": 16,
+    "num_key_value_heads": 16,  # full multi-head attention (the config's default is 12)
     "head_dim": 72,
 }
 TOWERS = {  # variant: (vision_config, audio_config or None)
