@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import httpx
 from request_pipeline import ADMIN_KEY, Dispatched, front_end
 
+KV_POOL_TOKENS = 1 << 20
+
 
 @dataclass
 class Reply:
@@ -80,6 +82,8 @@ class App:
         self.front_end.republish()
         manager = self.front_end.manager
         manager.send_to_scheduler = _Scheduler()
+        # the KV pool's size the scheduler reports at start (a small GPU's): 0286's bound
+        manager.max_total_num_tokens = KV_POOL_TOKENS
         templates = http_server._global_state.template_manager
         self.app = app = http_server.app
         # What the server's lifespan sets up (it also starts the scheduler's warm-up, left out here)
