@@ -78,8 +78,10 @@ PARSERS = ("--tool-call-parser", "gemma4", "--reasoning-parser", "gemma4")
 # A server without structured output (constrained requests are refused); the last repeated flag wins
 NO_STRUCTURED_OUTPUT = ("--grammar-backend", "none")
 # Image (and, on E2B/E4B, audio) input: the towers loaded (0013 serves Gemma-4 text-only without it,
-# and refuses media then). Costs the towers' weights in GPU memory, so a smaller KV pool: not
-# measured yet. The vision tower's attention on Triton, as the text layers': on Hopper sglang picks
+# and refuses media then). Costs the towers' weights in GPU memory: E4B on an H200, 0.91 GB and
+# 2.2% of the KV pool, text speed unchanged (benchmark_results/sglang-0.5.17/
+# 2026-11-29-h200-e2b-e4b-26b-a4b-gdb2b4f4e76-audio-0276-mixed-chunk-multimodal-cost). The vision
+# tower's attention on Triton, as the text layers': on Hopper sglang picks
 # FA3 for it, whose 1 GB library the offline bundle leaves out of sgl_kernel (an ImportError at the
 # first image killed the server)
 MULTIMODAL = ("--enable-multimodal", "--mm-attention-backend", "triton_attn")
