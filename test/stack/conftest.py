@@ -1,27 +1,79 @@
-"""Fixtures for the tool tests: a throw-away checkout per test."""
+"""Fixtures for the tool tests: a throw-away checkout per test, on slim copies of the pinned
+wheels."""
 
 import shutil
+import zipfile
+from pathlib import Path
 
 import pytest
 from stack_helpers import REPO, Checkout, make_patch, replace_line
 
+from sglang_gemma4.stack.fetch import sha256_of
 from sglang_gemma4.stack.pin import Pin
 
+# What a slim wheel keeps of sglang: the package's and srt's own modules (the files the tests
+# patch), the subpackages `import sglang` loads, one compiled module and the metadata. The tools
+# treat a few hundred files as they treat thousands, but unpacking, committing and zipping the whole
+# release in each test was most of these tests' time.
+KEPT_SUBPACKAGES = (
+    "sglang/lang/",
+    "sglang/srt/utils/",
+    "sglang/srt/platforms/",
+    "sglang/srt/debug_utils/",
+    "sglang/srt/observability/",
+    "sglang/srt/plugins/",
+)
 
-@pytest.fixture
-def checkout(tmp_path) -> Checkout:
+
+def kept(name: str) -> bool:
+    parts = name.split("/")
+    return (
+        parts[0].endswith(".dist-info")
+        or len(parts) == 2
+        or (len(parts) == 3 and parts[1] == "srt")
+        or name.startswith(KEPT_SUBPACKAGES)
+    )
+
+
+def write_slim_wheel(source: Path, target: Path) -> None:
+    with zipfile.ZipFile(source) as old:
+        members = [m for m in old.infolist() if kept(m.filename)]
+        compiled = [m for m in old.infolist() if m.filename.endswith(".so")]
+        members.append(min(compiled, key=lambda m: m.file_size))
+        names = {m.filename for m in members}
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as new:
+            for member in members:
+                data = old.read(member)
+                if member.filename.endswith(".dist-info/RECORD"):
+                    lines = data.decode().splitlines(True)
+                    data = "".join(ln for ln in lines if ln.split(",", 1)[0] in names).encode()
+                new.writestr(member, data)
+
+
+@pytest.fixture(scope="session")
+def slim_release(tmp_path_factory) -> Path:
+    """A folder with a slim copy of each cached pinned wheel and an upstream.toml pinning them."""
     cache = REPO / ".cache" / "upstream"
     pin = Pin.load(REPO / "upstream.toml")
     if not (cache / pin.wheel().file).is_file():
         pytest.fail("the pinned wheel is not cached: run `make fetch` first")
+    folder = tmp_path_factory.mktemp("slim-release")
+    toml = (REPO / "upstream.toml").read_text()
+    for wheel in pin.wheels:
+        if (cache / wheel.file).is_file():
+            write_slim_wheel(cache / wheel.file, folder / wheel.file)
+            toml = toml.replace(wheel.sha256, sha256_of(folder / wheel.file))
+    (folder / "upstream.toml").write_text(toml)
+    return folder
+
+
+@pytest.fixture
+def checkout(tmp_path, slim_release) -> Checkout:
     root = tmp_path / "checkout"
-    root.mkdir()
-    shutil.copy(REPO / "upstream.toml", root)
     (root / ".cache" / "upstream").mkdir(parents=True)
-    for wheel in pin.wheels:  # copies: a test may corrupt its own
-        source = cache / wheel.file
-        if source.is_file():
-            shutil.copy(source, root / ".cache" / "upstream" / wheel.file)
+    for path in slim_release.iterdir():  # copies: a test may corrupt its own
+        target = root if path.name == "upstream.toml" else root / ".cache" / "upstream"
+        shutil.copy(path, target / path.name)
     return Checkout(root)
 
 

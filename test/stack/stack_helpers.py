@@ -1,5 +1,6 @@
-"""Helpers for the tool tests: a throw-away checkout of this repository (the real upstream.toml,
-copies of the verified wheels that `make fetch` cached) and synthetic patches."""
+"""Helpers for the tool tests: a throw-away checkout of this repository (slim copies of the verified
+wheels that `make fetch` cached, and an upstream.toml pinning them: conftest.py) and synthetic
+patches."""
 
 import difflib
 import hashlib

@@ -44,7 +44,8 @@ class StandIn(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def url():
+def url(monkeypatch):
+    monkeypatch.setattr(server_module, "READY_POLL_S", 0.05)  # the stand-in is up at once
     StandIn.calls = 0
     server = ThreadingHTTPServer(("127.0.0.1", 0), StandIn)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -127,6 +128,7 @@ import sys, time
 from pathlib import Path
 from sglang_gemma4.gpu.serve import server as s
 s.LAUNCHER = (sys.argv[1],)
+s.READY_POLL_S = 0.05
 with s.Server("e2b", "patched", Path(sys.argv[2]), port=int(sys.argv[3]), env={"SGLANG_OPT_SWITCH": "1"}) as running:
     print("ready", flush=True)
     time.sleep(600)

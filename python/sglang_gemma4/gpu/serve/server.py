@@ -30,6 +30,7 @@ IDLE_CHECK_S = 5
 # the launcher (launch.py) as scripts/launch_gemma4.sh runs it, in the build's environment with this
 # package on top
 LAUNCHER = ("python3", "-m", "sglang_gemma4.gpu.serve.launch")
+READY_POLL_S = 2  # between readiness checks while a server starts (minutes)
 PORT_WAIT_S = 90  # for a server a cut-off run is still stopping (Server.stop waits up to 60 s)
 # The launcher's own options, which may come among a server's extra flags: the preset decides with
 # them (26B-A4B serves the unified KV pool at tp 1 and the split at tp 2; --multimodal serves the
@@ -151,7 +152,7 @@ def wait_ready(url: str, timeout: float, alive=lambda: True) -> bool:
                 return True
         except OSError:
             pass
-        time.sleep(2)
+        time.sleep(READY_POLL_S)
     return False
 
 
